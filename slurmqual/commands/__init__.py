@@ -1,0 +1,1 @@
+"""Subcommands of the CLI, one module each (see slurmqual.cli.COMMANDS)."""

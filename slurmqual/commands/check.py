@@ -1,0 +1,86 @@
+"""`slurmqual check`: run the per-node checks and print the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from ..result import CheckResult, Status, exit_code, worst
+
+
+def register(p: argparse.ArgumentParser, _name: str) -> None:
+    p.add_argument("--root", default=None, help="treat DIR as / (node trees, containers); default from config or /")
+    p.add_argument("--config", default=None, help="site config TOML (default $SLURMQUAL_CONFIG or /etc/slurmqual/config.toml)")
+    p.add_argument("--level", choices=("fast", "standard"), default="fast")
+    p.add_argument("--only", default=None, help="comma-separated check IDs")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--node", default=None, help="node name to report (default $SLURMD_NODENAME or hostname)")
+
+
+def node_name(explicit: str | None = None) -> str:
+    if explicit:
+        return explicit
+    env = os.environ.get("SLURMD_NODENAME")
+    if env:
+        return env
+    return os.uname().nodename.split(".")[0]
+
+
+def evaluate(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf")) -> list[CheckResult]:
+    """Run the selected checks against a node root; the shared core of `check` and the hooks."""
+    from ..checks import Context, run_checks, select
+    from ..fsroot import FsRoot
+
+    ctx = Context(FsRoot(root), config, level=level, deadline=deadline,
+                  command_timeout=config["hooks"]["command_timeout_s"])
+    return run_checks(select(names, level), ctx)
+
+
+def render_human(node: str, results: list[CheckResult], colour: bool) -> str:
+    colours = {Status.FAIL: "31", Status.ERROR: "35", Status.WARN: "33", Status.PASS: "32"}
+    ordered = sorted(results, key=lambda r: -r.status.rank)
+    lines = []
+    for r in ordered:
+        tag = r.status.value.upper().ljust(5)
+        if colour and r.status in colours:
+            tag = f"\033[{colours[r.status]}m{tag}\033[0m"
+        line = f"{tag} {r.name:<17} {r.message}"
+        if r.hint and r.status in (Status.FAIL, Status.WARN, Status.ERROR):
+            line += f"\n      hint: {r.hint}"
+        lines.append(line)
+    lines.append(f"{node}: {worst(results).value}")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..checks import REGISTRY
+    from ..config import ConfigError, load
+
+    try:
+        config = load(args.config)
+    except ConfigError as exc:
+        print(f"slurmqual: {exc}", file=sys.stderr)
+        return 2
+    names = None
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in REGISTRY]
+        if unknown:
+            print(f"slurmqual: unknown check {', '.join(unknown)}; known: {', '.join(REGISTRY)}", file=sys.stderr)
+            return 2
+    node = node_name(args.node)
+    root = args.root or config.node_root(node)
+    if not os.path.isdir(root):
+        print(f"slurmqual: --root {root}: not a directory", file=sys.stderr)
+        return 2
+    deadline = time.monotonic() + config["hooks"]["deadline_s"]
+    results = evaluate(root, config, args.level, names, deadline)
+    status = worst(results)
+    if args.json:
+        print(json.dumps({"node": node, "status": status.value, "checks": [r.to_dict() for r in results]}))
+    else:
+        print(render_human(node, results, sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+    return exit_code(status)

@@ -1,0 +1,187 @@
+"""The site config schema (pydantic). Imported only when a config must be
+validated: the prolog hot path reads the cached, already-validated dict."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+CHECK_IDS = (
+    "peermem", "nic_link", "dcqcn", "gpu_nic_affinity", "gpu_count",
+    "pcie_link", "ib_counters", "versions",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeCfg(_Strict):
+    gpus: int | None = Field(None, ge=0, le=64, description="expected GPUs per node; None: no gpu_count judgement")
+    gpudirect: Literal["peermem", "dmabuf"] = "peermem"
+    # Directory of per-node roots for test clusters: "{node}" is replaced by SLURMD_NODENAME.
+    root: str = "/"
+
+
+class FabricCfg(_Strict):
+    nics: int | None = Field(None, ge=0, le=64, description="expected fabric ports; None: no count check")
+    rate_gbps: float | None = Field(None, gt=0, description="expected port rate; None: the fastest port on the node")
+    link_layer: Literal["auto", "infiniband", "ethernet"] = "auto"
+    check_netdev_speed: bool = True
+    # RDMA devices to ignore (e.g. a management ConnectX on the storage network).
+    ignore: list[str] = []
+
+
+class DcqcnCfg(_Strict):
+    priorities: list[int] = Field(default_factory=lambda: list(range(8)))
+    mlxconfig: bool = True  # standard level: also query firmware
+    prio_mask: int = Field(255, ge=0, le=255)
+
+    @field_validator("priorities")
+    @classmethod
+    def _prio_range(cls, v: list[int]) -> list[int]:
+        bad = [p for p in v if not 0 <= p <= 7]
+        if bad:
+            raise ValueError(f"priorities must be 0-7, got {bad}")
+        return v
+
+
+class AffinityCfg(_Strict):
+    same_pcie_switch: bool = False
+    # Explicit GPU -> NIC pinning, GPU PCI address -> RDMA device name.
+    gpu_nic_map: dict[str, str] = {}
+
+
+class PcieCfg(_Strict):
+    on_degraded: Literal["fail", "warn"] = "fail"
+
+
+class IbCountersCfg(_Strict):
+    limits: dict[str, int] = Field(default_factory=lambda: {
+        "symbol_error": 100,
+        "link_downed": 0,
+        "port_rcv_errors": 100,
+        "link_error_recovery": 10,
+        "local_link_integrity_errors": 10,
+        "excessive_buffer_overrun_errors": 10,
+    })
+
+
+class VersionsCfg(_Strict):
+    driver: str | None = None
+    nic_fw: str | None = None
+    kernel: str | None = None
+    nccl: str | None = None
+
+
+class ChecksCfg(_Strict):
+    prolog: list[str] = ["peermem", "nic_link", "dcqcn", "gpu_nic_affinity", "gpu_count", "pcie_link"]
+    epilog: list[str] = list(CHECK_IDS)
+    healthcheck: list[str] = list(CHECK_IDS)
+    disabled: list[str] = []
+    dcqcn: DcqcnCfg = DcqcnCfg()
+    gpu_nic_affinity: AffinityCfg = AffinityCfg()
+    pcie_link: PcieCfg = PcieCfg()
+    ib_counters: IbCountersCfg = IbCountersCfg()
+    versions: VersionsCfg = VersionsCfg()
+
+    @field_validator("prolog", "epilog", "healthcheck", "disabled")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        unknown = [c for c in v if c not in CHECK_IDS]
+        if unknown:
+            raise ValueError(f"unknown check {unknown}; known: {', '.join(CHECK_IDS)}")
+        return v
+
+
+class HooksCfg(_Strict):
+    deadline_s: float = Field(30.0, gt=0, le=3600, description="whole-hook deadline; keep under PrologEpilogTimeout")
+    command_timeout_s: float = Field(10.0, gt=0, le=600)
+    drain_on_internal_error: bool = False
+    log_file: str = "/var/log/slurmqual/slurmqual.log"
+    syslog: bool = True
+    state_dir: str = "/var/lib/slurmqual/state"
+    metrics_dir: str | None = None
+    plugin_dir: str | None = None
+
+
+class RestCfg(_Strict):
+    url: str | None = None          # http://host:6820 or unix:///run/slurmrestd.sock
+    user: str | None = None
+    token_file: str | None = None   # else SLURMRESTD_TOKEN
+
+
+class SlurmCfg(_Strict):
+    adapter: Literal["cli", "rest"] = "cli"
+    bin_dir: str | None = None      # where scontrol/sinfo live; None: PATH, then /usr/bin
+    timeout_s: float = Field(10.0, gt=0, le=300)
+    retries: int = Field(3, ge=1, le=10)
+    rest: RestCfg = RestCfg()
+
+
+class BurninCfg(_Strict):
+    nccl_tests_dir: str = "/opt/nccl-tests/build"
+    launcher: Literal["srun", "mpirun"] = "srun"
+    srun_mpi: str = "pmix"
+    gpus_per_node: int = Field(8, ge=1, le=64)
+    min_bytes: str = "1G"
+    max_bytes: str = "8G"
+    reference_size: int = Field(8589934592, gt=0, description="bytes; the size whose busbw is judged")
+    group_size: int = Field(16, ge=2)
+    rounds: int = Field(3, ge=1, le=64)
+    all_node_run: bool = False
+    test_time_limit: str = "00:10:00"
+    task_time_limit: str = "01:00:00"
+    partition: str | None = None
+    reservation: str | None = None
+    account: str | None = None
+    run_dir: str = "/var/lib/slurmqual/runs"
+    threshold: float = Field(0.9, gt=0, le=1)
+    baseline_drop: float = Field(0.1, ge=0, lt=1)
+    guard_fraction: float = Field(0.1, gt=0, le=1)
+    guard_min: int = Field(2, ge=0)
+    max_age_days: float = Field(30, gt=0)
+
+
+class StoreCfg(_Strict):
+    path: str = "/var/lib/slurmqual/slurmqual.db"
+
+
+class SiteConfig(_Strict):
+    node: NodeCfg = NodeCfg()
+    fabric: FabricCfg = FabricCfg()
+    checks: ChecksCfg = ChecksCfg()
+    hooks: HooksCfg = HooksCfg()
+    slurm: SlurmCfg = SlurmCfg()
+    burnin: BurninCfg = BurninCfg()
+    store: StoreCfg = StoreCfg()
+
+    @model_validator(mode="after")
+    def _rest_needs_url(self) -> "SiteConfig":
+        if self.slurm.adapter == "rest" and not self.slurm.rest.url:
+            raise ValueError("slurm.adapter = 'rest' needs slurm.rest.url")
+        return self
+
+
+def validate(data: dict, source: str) -> dict:
+    """Validate raw TOML data; return the effective config as a plain dict.
+    Raises ConfigError with one message naming the file, key and expectation."""
+    from pydantic import ValidationError
+
+    from .config import ConfigError
+
+    try:
+        model = SiteConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            got = err.get("input")
+            got_s = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"{source}: {key}: {msg}{got_s}")
+        raise ConfigError("\n".join(lines)) from None
+    return model.model_dump()
