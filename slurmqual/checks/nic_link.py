@@ -1,0 +1,73 @@
+"""nic_link: every fabric port present, ACTIVE/LinkUp, at the expected rate.
+NCCL runs at the pace of the slowest rail, so one port at 200G slows the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..probe import rdma
+from ..result import CheckResult, Status
+
+NAME = "nic_link"
+
+
+@dataclass
+class PortView:
+    name: str
+    state: str
+    phys_state: str
+    rate: float
+    link_layer: str
+    netdev_speeds: dict[str, float | None]   # RoCE only
+
+
+def judge(ports: list[PortView], expected_count: int | None, expected_rate: float | None) -> CheckResult:
+    bad: list[str] = []
+    devices: list[str] = []
+    if expected_count is not None and len(ports) != expected_count:
+        bad.append(f"{len(ports)} fabric ports, expected {expected_count}")
+    if not ports:
+        if expected_count:
+            return CheckResult(NAME, Status.FAIL, "no fabric ports found in /sys/class/infiniband; expected "
+                               f"{expected_count}", [])
+        return CheckResult(NAME, Status.NA, "no RDMA devices on this node")
+    want = expected_rate if expected_rate is not None else max(p.rate for p in ports)
+    for p in ports:
+        issues = []
+        if p.state != "ACTIVE":
+            issues.append(f"state {p.state}")
+        if p.phys_state != "LinkUp":
+            issues.append(f"phys_state {p.phys_state}")
+        if p.rate != want:
+            issues.append(f"{p.rate:g} Gb/s (expected {want:g})")
+        for ifname, speed in p.netdev_speeds.items():
+            if speed is None:
+                issues.append(f"{ifname} link down")
+            elif speed != want:
+                issues.append(f"{ifname} at {speed:g} Gb/s (expected {want:g})")
+        if issues:
+            devices.append(p.name)
+            bad.append(f"{p.name}: {', '.join(issues)}")
+    if bad:
+        return CheckResult(NAME, Status.FAIL, "; ".join(bad), devices)
+    return CheckResult(NAME, Status.PASS, f"{len(ports)} ports ACTIVE at {want:g} Gb/s")
+
+
+def observe(ctx) -> list[PortView]:
+    fs, fabric = ctx.fs, ctx.config["fabric"]
+    views = []
+    for port in ctx.probe("ports", lambda: rdma.list_ports(fs, fabric["ignore"])):
+        layer = port.attr(fs, "link_layer")
+        if fabric["link_layer"] != "auto" and layer.lower() != fabric["link_layer"]:
+            continue
+        speeds = {}
+        if layer == "Ethernet" and fabric["check_netdev_speed"]:
+            speeds = {nd: rdma.netdev_speed_gbps(fs, nd) for nd in rdma.netdevs(fs, port)}
+        views.append(PortView(port.name, rdma.state_name(port.attr(fs, "state")),
+                              rdma.state_name(port.attr(fs, "phys_state")), rdma.rate_gbps(fs, port), layer, speeds))
+    return views
+
+
+def run(ctx) -> CheckResult:
+    fabric = ctx.config["fabric"]
+    return judge(observe(ctx), fabric["nics"], fabric["rate_gbps"])

@@ -1,0 +1,41 @@
+"""peermem: GPUDirect RDMA is possible (nvidia_peermem, or dma-buf where the site uses it)."""
+
+from __future__ import annotations
+
+from ..probe import modules, nvidia
+from ..result import CheckResult, Status
+
+NAME = "peermem"
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+
+
+def judge_peermem(loaded: set[str]) -> CheckResult:
+    found = [m for m in PEERMEM_MODULES if m in loaded]
+    if found:
+        return CheckResult(NAME, Status.PASS, f"{found[0]} loaded: GPUDirect RDMA available")
+    return CheckResult(NAME, Status.FAIL, "nvidia_peermem not loaded: GPUDirect RDMA off, NCCL traffic bounces via host memory",
+                       ["nvidia_peermem"])
+
+
+def judge_dmabuf(drv: nvidia.Driver, kernel: str) -> CheckResult:
+    """dma-buf GPUDirect needs the open GPU kernel module (>= 515) and Linux >= 5.12."""
+    problems = []
+    if not drv.open_module:
+        problems.append("proprietary nvidia module (dma-buf needs the open kernel module)")
+    if int(drv.version.split(".")[0]) < 515:
+        problems.append(f"driver {drv.version} < 515")
+    try:
+        major, minor = (int(x) for x in kernel.split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    if (major, minor) < (5, 12):
+        problems.append(f"kernel {kernel} < 5.12")
+    if problems:
+        return CheckResult(NAME, Status.FAIL, "dma-buf GPUDirect unavailable: " + "; ".join(problems), ["nvidia"])
+    return CheckResult(NAME, Status.PASS, f"dma-buf GPUDirect available (open module {drv.version}, kernel {kernel})")
+
+
+def run(ctx) -> CheckResult:
+    if ctx.config["node"]["gpudirect"] == "dmabuf":
+        return judge_dmabuf(nvidia.driver(ctx.fs), nvidia.kernel_release(ctx.fs))
+    return judge_peermem(ctx.probe("modules", lambda: modules.loaded(ctx.fs)))

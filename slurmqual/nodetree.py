@@ -1,0 +1,302 @@
+"""Build node trees laid out like a real GPU node's /sys and /proc.
+
+Used for the bundled examples (`slurmqual examples create`), for tests, and
+for the local demo cluster. Layout follows the kernel (Documentation/ABI
+sysfs-class-infiniband, sysfs-bus-pci): devices live under /sys/devices/
+pci0000:XX/..., and /sys/class/infiniband, /sys/class/net and
+/sys/bus/pci/devices hold *relative* symlinks to them, as on a real node.
+
+Topology of the H100 HGX node modelled here: two sockets; each GPU shares a
+PCIe switch with one ConnectX-7 NIC; GPUs/NICs 0-3 on NUMA 0, 4-7 on NUMA 1;
+four NVSwitch functions; one onboard (non-RDMA) Ethernet port for management.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field, replace
+
+HOST_BRIDGES = [0x15, 0x26, 0x37, 0x48, 0x97, 0xA8, 0xB9, 0xCA, 0x0B, 0x1B, 0x2B, 0x3B, 0x8B, 0x9B, 0xAB, 0xBB]
+IB_RATE_NAMES = {100: "4X EDR", 200: "4X HDR", 400: "4X NDR", 800: "4X XDR", 50: "2X HDR", 25: "1X EDR", 40: "4X QDR"}
+DEFAULT_MODULES = [
+    ("nvidia_peermem", 16384, 0, "-"),
+    ("nvidia_uvm", 4648960, 0, "-"),
+    ("nvidia_drm", 98304, 0, "-"),
+    ("nvidia_modeset", 1355776, 1, "nvidia_drm,"),
+    ("nvidia", 56426496, 3, "nvidia_peermem,nvidia_uvm,nvidia_modeset,"),
+    ("mlx5_ib", 442368, 0, "-"),
+    ("ib_uverbs", 184320, 2, "nvidia_peermem,mlx5_ib,"),
+    ("ib_core", 454656, 3, "mlx5_ib,ib_uverbs,nvidia_peermem,"),
+    ("mlx5_core", 2330624, 1, "mlx5_ib,"),
+]
+COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "link_error_recovery",
+            "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_xmit_discards",
+            "port_rcv_data", "port_xmit_data")
+
+
+@dataclass
+class NodeSpec:
+    """Everything a test may want to vary. Indexes are GPU/NIC ordinals 0..n-1."""
+
+    gpus: int = 8
+    nics: int = 8
+    link_layer: str = "Ethernet"              # or "InfiniBand"
+    rate_gbps: int = 400
+    nvswitches: int = 4
+    onboard_eth: bool = True
+    sockets: int = 2
+    modules: list[str] = field(default_factory=lambda: [m[0] for m in DEFAULT_MODULES])
+    driver: str = "550.54.15"
+    open_kernel_module: bool = False
+    kernel: str = "6.1.0-18-amd64"
+    fw_ver: str = "28.39.1002"
+    nic_rate: dict[int, int] = field(default_factory=dict)            # idx -> Gb/s
+    nic_state: dict[int, tuple[str, str]] = field(default_factory=dict)  # idx -> (state, phys_state)
+    nic_netdev_speed: dict[int, int] = field(default_factory=dict)    # idx -> Mb/s
+    nic_fw: dict[int, str] = field(default_factory=dict)
+    missing_nics: set[int] = field(default_factory=set)
+    missing_gpus: set[int] = field(default_factory=set)               # not on PCI at all
+    gpu_numa: dict[int, int] = field(default_factory=dict)
+    nic_numa: dict[int, int] = field(default_factory=dict)
+    dcqcn_off: dict[int, list[int]] = field(default_factory=dict)     # idx -> priorities with rp/np = 0
+    gpu_link: dict[int, tuple[int, str]] = field(default_factory=dict)  # idx -> (width, speed)
+    nic_link: dict[int, tuple[int, str]] = field(default_factory=dict)
+    counters: dict[tuple[int, str], int] = field(default_factory=dict)
+
+    def numa_of(self, i: int, kind: str) -> int:
+        override = (self.gpu_numa if kind == "gpu" else self.nic_numa).get(i)
+        if override is not None:
+            return override
+        per = max(1, max(self.gpus, self.nics) // max(1, self.sockets))
+        return min(i // per, self.sockets - 1) if self.sockets > 1 else 0
+
+
+def _healthy(link_layer: str) -> NodeSpec:
+    return NodeSpec(link_layer=link_layer)
+
+
+def _roce(**kw) -> NodeSpec:
+    return replace(NodeSpec(link_layer="Ethernet"), **kw)
+
+
+# Named examples shipped with slurmqual: one healthy node per fabric, one per failure.
+EXAMPLES: dict[str, tuple[str, NodeSpec]] = {
+    "h100-roce-healthy": ("healthy 8x H100 + 8x ConnectX-7 400G RoCE node", _healthy("Ethernet")),
+    "h100-ib-healthy": ("healthy 8x H100 + 8x ConnectX-7 NDR InfiniBand node", _healthy("InfiniBand")),
+    "no-peermem": ("nvidia_peermem not loaded: GPUDirect RDMA off",
+                   _roce(modules=[m[0] for m in DEFAULT_MODULES if m[0] != "nvidia_peermem"])),
+    "nic-down": ("mlx5_3 port down (cable pulled)", _roce(nic_state={3: ("1: DOWN", "3: Disabled")}, nic_netdev_speed={3: -1})),
+    "nic-slow": ("mlx5_5 trained at 200G instead of 400G", _roce(nic_rate={5: 200}, nic_netdev_speed={5: 200000})),
+    "nic-missing": ("only 7 of 8 fabric NICs present", _roce(missing_nics={7})),
+    "dcqcn-off": ("DCQCN disabled on mlx5_2 (ROCE_CC_PRIO_MASK lost after reimage)",
+                  _roce(dcqcn_off={2: list(range(8))})),
+    "numa-misaligned": ("GPU 0's NUMA node has no fabric NIC (NICs 0-3 moved to socket 1)",
+                        _roce(nic_numa={0: 1, 1: 1, 2: 1, 3: 1})),
+    "gpu-missing": ("GPU 6 fell off the bus", _roce(missing_gpus={6})),
+    "pcie-degraded": ("GPU 2 trained at x8, mlx5_4 at 16 GT/s", _roce(gpu_link={2: (8, "32.0 GT/s PCIe")},
+                                                                     nic_link={4: (16, "16.0 GT/s PCIe")})),
+    "ib-counters-high": ("InfiniBand link with symbol errors and link downs",
+                         replace(NodeSpec(link_layer="InfiniBand"), counters={(1, "symbol_error"): 5021, (1, "link_downed"): 3})),
+}
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text if text.endswith("\n") else text + "\n")
+
+
+def _link(link_path: str, target_abs: str) -> None:
+    """Create a *relative* symlink like sysfs does."""
+    os.makedirs(os.path.dirname(link_path), exist_ok=True)
+    rel = os.path.relpath(target_abs, os.path.dirname(link_path))
+    if os.path.lexists(link_path):
+        os.unlink(link_path)
+    os.symlink(rel, link_path)
+
+
+def _pci_device(root: str, devpath: str, bdf: str, vendor: str, device: str, cls: str, numa: int,
+                link: tuple[int, str] = (16, "32.0 GT/s PCIe"), max_link: tuple[int, str] = (16, "32.0 GT/s PCIe")) -> str:
+    d = root + devpath
+    for name, value in (("vendor", vendor), ("device", device), ("class", cls), ("numa_node", str(numa)),
+                        ("current_link_width", str(link[0])), ("current_link_speed", link[1]),
+                        ("max_link_width", str(max_link[0])), ("max_link_speed", max_link[1]),
+                        ("subsystem_vendor", vendor), ("local_cpulist", "0-55" if numa == 0 else "56-111")):
+        _write(f"{d}/{name}", value)
+    _link(f"{root}/sys/bus/pci/devices/{bdf}", d)
+    return d
+
+
+def _bridge_chain(root: str, hb: int, numa: int) -> tuple[str, str]:
+    """Root port -> switch upstream port; returns (switch upstream devpath, its secondary bus hex)."""
+    rp = f"/sys/devices/pci0000:{hb:02x}/0000:{hb:02x}:01.0"
+    _pci_device(root, rp, f"0000:{hb:02x}:01.0", "0x8086", "0x352a", "0x060400", numa)
+    up = f"{rp}/0000:{hb + 1:02x}:00.0"
+    _pci_device(root, up, f"0000:{hb + 1:02x}:00.0", "0x1000", "0xc030", "0x060400", numa)  # Broadcom PEX switch
+    return up, f"{hb + 2:02x}"
+
+
+def build_spec(spec: NodeSpec, dest: str) -> str:
+    """Write the tree for `spec` under `dest` (which is treated as `/`)."""
+    root = os.path.abspath(dest)
+    os.makedirs(root, exist_ok=True)
+    nodes = ",".join(str(i) for i in range(spec.sockets))
+    _write(f"{root}/sys/devices/system/node/online", f"0-{spec.sockets - 1}" if spec.sockets > 1 else "0")
+    _write(f"{root}/sys/devices/system/node/possible", f"0-{spec.sockets - 1}" if spec.sockets > 1 else "0")
+    for n in nodes.split(","):
+        os.makedirs(f"{root}/sys/devices/system/node/node{n}", exist_ok=True)
+    os.makedirs(f"{root}/sys/class/infiniband", exist_ok=True)
+    os.makedirs(f"{root}/sys/class/net", exist_ok=True)
+
+    gpu_infos = []
+    for i in range(max(spec.gpus, spec.nics)):
+        hb = HOST_BRIDGES[i]
+        numa_g = spec.numa_of(i, "gpu")
+        up, sec = _bridge_chain(root, hb, numa_g)
+        gpu_bus, nic_bus = hb + 3, hb + 4
+        if i < spec.gpus and i not in spec.missing_gpus:
+            dsp = f"{up}/0000:{sec}:00.0"
+            _pci_device(root, dsp, f"0000:{sec}:00.0", "0x1000", "0xc030", "0x060400", numa_g)
+            bdf = f"0000:{gpu_bus:02x}:00.0"
+            width, speed = spec.gpu_link.get(i, (16, "32.0 GT/s PCIe"))
+            _pci_device(root, f"{dsp}/{bdf}", bdf, "0x10de", "0x2330", "0x030200", numa_g, (width, speed))
+            gpu_infos.append(bdf)
+        if i < spec.nics and i not in spec.missing_nics:
+            numa_n = spec.numa_of(i, "nic")
+            dsp = f"{up}/0000:{sec}:01.0"
+            _pci_device(root, dsp, f"0000:{sec}:01.0", "0x1000", "0xc030", "0x060400", numa_n)
+            bdf = f"0000:{nic_bus:02x}:00.0"
+            cls = "0x020700" if spec.link_layer == "InfiniBand" else "0x020000"
+            width, speed = spec.nic_link.get(i, (16, "32.0 GT/s PCIe"))
+            nic = _pci_device(root, f"{dsp}/{bdf}", bdf, "0x15b3", "0x1021", cls, numa_n, (width, speed))
+            _rdma_device(root, spec, i, nic, bdf)
+
+    for s in range(spec.nvswitches):
+        hb = 0x60 + s
+        rp = f"/sys/devices/pci0000:{hb:02x}/0000:{hb:02x}:01.0"
+        _pci_device(root, rp, f"0000:{hb:02x}:01.0", "0x8086", "0x352a", "0x060400", 0 if s < 2 else 1)
+        bdf = f"0000:{hb + 1:02x}:00.0"
+        _pci_device(root, f"{rp}/{bdf}", bdf, "0x10de", "0x22a3", "0x068000", 0 if s < 2 else 1)
+
+    if spec.onboard_eth:
+        rp = "/sys/devices/pci0000:00/0000:00:1c.0"
+        _pci_device(root, rp, "0000:00:1c.0", "0x8086", "0x1bb8", "0x060400", 0)
+        nic = _pci_device(root, f"{rp}/0000:03:00.0", "0000:03:00.0", "0x14e4", "0x165f", "0x020000", 0,
+                          (1, "5.0 GT/s PCIe"), (1, "5.0 GT/s PCIe"))
+        _netdev(root, nic, "eno1", 1000, ecn=False)
+
+    _write_proc(root, spec, gpu_infos)
+    return root
+
+
+def _netdev(root: str, pcidev: str, name: str, speed_mbps: int, ecn: bool, off_prios: list[int] = ()) -> None:
+    d = f"{pcidev}/net/{name}"
+    os.makedirs(d, exist_ok=True)
+    if not os.path.lexists(f"{d}/device"):
+        os.symlink("../../../" + os.path.basename(pcidev), f"{d}/device")
+    _write(f"{d}/speed", str(speed_mbps))
+    _write(f"{d}/operstate", "up" if speed_mbps > 0 else "down")
+    _write(f"{d}/mtu", "9000" if ecn else "1500")
+    if ecn:
+        for kind in ("roce_rp", "roce_np"):
+            for p in range(8):
+                _write(f"{d}/ecn/{kind}/enable/{p}", "0" if p in off_prios else "1")
+        _write(f"{d}/ecn/roce_np/cnp_dscp", "48")
+    _link(f"{root}/sys/class/net/{name}", d)
+
+
+def _rdma_device(root: str, spec: NodeSpec, i: int, pcidev: str, bdf: str) -> None:
+    name = f"mlx5_{i}"
+    d = f"{pcidev}/infiniband/{name}"
+    _write(f"{d}/fw_ver", spec.nic_fw.get(i, spec.fw_ver))
+    _write(f"{d}/hca_type", "MT4129")
+    _write(f"{d}/node_type", "1: CA")
+    _write(f"{d}/node_desc", f"node {name}")
+    _write(f"{d}/node_guid", f"b83f:d203:00{i:02x}:4c1e")
+    os.symlink(f"../../../{bdf}", f"{d}/device")  # exactly as sysfs writes it
+    rate = spec.nic_rate.get(i, spec.rate_gbps)
+    state, phys = spec.nic_state.get(i, ("4: ACTIVE", "5: LinkUp"))
+    p = f"{d}/ports/1"
+    _write(f"{p}/state", state)
+    _write(f"{p}/phys_state", phys)
+    _write(f"{p}/rate", f"{rate} Gb/sec ({IB_RATE_NAMES.get(rate, '4X')})")
+    _write(f"{p}/link_layer", spec.link_layer)
+    _write(f"{p}/lid", "0x0" if spec.link_layer == "Ethernet" else f"0x{0x10 + i:x}")
+    for c in COUNTERS:
+        _write(f"{p}/counters/{c}", str(spec.counters.get((i, c), 0)))
+    _link(f"{root}/sys/class/infiniband/{name}", d)
+    if spec.link_layer == "Ethernet":
+        netdev = f"ens{i + 1}np0"
+        speed = spec.nic_netdev_speed.get(i, rate * 1000)
+        _netdev(root, pcidev, netdev, speed, ecn=True, off_prios=spec.dcqcn_off.get(i, []))
+        _write(f"{p}/gid_attrs/ndevs/0", netdev)
+    else:
+        _netdev(root, pcidev, f"ibp{int(bdf[5:7], 16)}s0", rate * 1000, ecn=False)
+
+
+def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
+    sizes = {m[0]: m for m in DEFAULT_MODULES}
+    lines = []
+    for n, name in enumerate(spec.modules):
+        _name, size, refs, deps = sizes.get(name, (name, 16384, 0, "-"))
+        taint = " (POE)" if name.startswith("nvidia") else ""
+        lines.append(f"{name} {size} {refs} {deps} Live 0x0000000000000000{taint}")
+    _write(f"{root}/proc/modules", "\n".join(lines))
+    kind = "Open Kernel Module for x86_64" if spec.open_kernel_module else "Kernel Module"
+    _write(f"{root}/proc/driver/nvidia/version",
+           f"NVRM version: NVIDIA UNIX x86_64 {kind}  {spec.driver}  Tue Mar  5 22:23:56 UTC 2024\n"
+           f"GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
+    for n, bdf in enumerate(gpu_bdfs):
+        _write(f"{root}/proc/driver/nvidia/gpus/{bdf}/information",
+               f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t {300 + n}\n"
+               f"GPU UUID: \t GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d}\nVideo BIOS: \t 96.00.99.00.01\n"
+               f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
+               f"Bus Location: \t {bdf}\nDevice Minor: \t {n}\nGPU Excluded:\t No")
+    _write(f"{root}/proc/sys/kernel/osrelease", spec.kernel)
+
+
+def build(name_or_spec: str | NodeSpec, dest: str) -> str:
+    """Materialise a named example (see EXAMPLES) or a NodeSpec under dest."""
+    if isinstance(name_or_spec, str):
+        if name_or_spec not in EXAMPLES:
+            raise KeyError(f"unknown example {name_or_spec!r}; known: {', '.join(EXAMPLES)}")
+        spec = EXAMPLES[name_or_spec][1]
+    else:
+        spec = name_or_spec
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    return build_spec(spec, dest)
+
+
+# -- break / repair an existing tree (integration tests, demo) --------------
+
+def _modules(root: str) -> list[str]:
+    with open(f"{root}/proc/modules", encoding="utf-8") as fh:
+        return fh.read().splitlines()
+
+
+def remove_module(root: str, module: str) -> None:
+    """Unload a module from the tree's /proc/modules (atomic rename)."""
+    lines = [ln for ln in _modules(root) if ln.split(" ", 1)[0] != module]
+    _replace(f"{root}/proc/modules", "\n".join(lines) + "\n")
+
+
+def add_module(root: str, module: str) -> None:
+    lines = _modules(root)
+    if not any(ln.split(" ", 1)[0] == module for ln in lines):
+        lines.insert(0, f"{module} 16384 0 - Live 0x0000000000000000 (POE)")
+    _replace(f"{root}/proc/modules", "\n".join(lines) + "\n")
+
+
+def set_port_attr(root: str, nic: int, attr: str, value: str) -> None:
+    """E.g. set_port_attr(root, 3, "state", "1: DOWN")."""
+    _replace(f"{root}/sys/class/infiniband/mlx5_{nic}/ports/1/{attr}", value + "\n")
+
+
+def _replace(path: str, text: str) -> None:
+    real = os.path.realpath(path)
+    tmp = f"{real}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, real)

@@ -1,0 +1,1 @@
+"""Probes: read the node (through FsRoot) into small records. No judgement here."""

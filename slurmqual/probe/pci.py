@@ -1,0 +1,101 @@
+"""PCI devices from /sys/bus/pci/devices: GPUs, NVSwitches, link state, NUMA, PCIe switch."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..fsroot import FsError, FsRoot
+
+NVIDIA = 0x10DE
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    bdf: str
+    vendor: int
+    cls: int
+    path: str   # canonical node path under /sys/devices
+
+    @property
+    def is_gpu(self) -> bool:
+        # 0x0300xx VGA controller, 0x0302xx 3D controller (H100/A100). NVSwitch is 0x0680xx.
+        return self.vendor == NVIDIA and (self.cls >> 8) in (0x0300, 0x0302)
+
+    @property
+    def is_nvswitch(self) -> bool:
+        return self.vendor == NVIDIA and (self.cls >> 8) == 0x0680
+
+    @property
+    def upstream(self) -> list[str]:
+        """PCI addresses between the host bridge and this device, nearest last."""
+        return [p for p in self.path.split("/") if _BDF.match(p)][:-1]
+
+    @property
+    def switch(self) -> str | None:
+        """The PCIe switch upstream port this device hangs under, if any: the
+        bridge two hops up (device <- downstream port <- upstream port)."""
+        chain = self.upstream
+        return chain[-2] if len(chain) >= 3 else None
+
+
+def list_devices(fs: FsRoot) -> list[PciDevice]:
+    out = []
+    for bdf in fs.listdir("/sys/bus/pci/devices"):
+        base = f"/sys/bus/pci/devices/{bdf}"
+        vendor = fs.read_int(f"{base}/vendor", 16)
+        cls = fs.read_int(f"{base}/class", 16)
+        out.append(PciDevice(bdf, vendor, cls, fs.realpath(base)))
+    return out
+
+
+def gpus(fs: FsRoot) -> list[PciDevice]:
+    """GPUs on PCI; if sysfs shows none (e.g. a container without /sys/bus/pci),
+    fall back to the driver's /proc/driver/nvidia/gpus list."""
+    found = [d for d in list_devices(fs) if d.is_gpu]
+    if found:
+        return found
+    return [PciDevice(b, NVIDIA, 0x030200, f"/proc/driver/nvidia/gpus/{b}")
+            for b in fs.listdir("/proc/driver/nvidia/gpus") if _BDF.match(b)]
+
+
+def numa_node(fs: FsRoot, bdf: str) -> int:
+    return fs.read_int(f"/sys/bus/pci/devices/{bdf}/numa_node", 10)
+
+
+def online_numa_nodes(fs: FsRoot) -> int:
+    """Number of online NUMA nodes ("0-1" -> 2); 1 if unknown."""
+    text = fs.read_or("/sys/devices/system/node/online", "0") or "0"
+    count = 0
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            count += int(hi) - int(lo) + 1
+        elif part:
+            count += 1
+    return max(count, 1)
+
+
+@dataclass(frozen=True)
+class LinkState:
+    width: int
+    max_width: int
+    speed: float      # GT/s
+    max_speed: float
+
+
+def _gts(fs: FsRoot, path: str) -> float:
+    text = fs.read(path).strip()
+    m = re.match(r"^([0-9.]+)\s*GT/s", text)
+    if not m:
+        raise FsError(path, f"expected e.g. '32.0 GT/s PCIe', found {text[:40]!r}")
+    return float(m.group(1))
+
+
+def link_state(fs: FsRoot, bdf: str) -> LinkState:
+    base = f"/sys/bus/pci/devices/{bdf}"
+    return LinkState(
+        fs.read_int(f"{base}/current_link_width", 10), fs.read_int(f"{base}/max_link_width", 10),
+        _gts(fs, f"{base}/current_link_speed"), _gts(fs, f"{base}/max_link_speed"),
+    )

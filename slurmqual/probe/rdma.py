@@ -1,0 +1,79 @@
+"""RDMA ports from /sys/class/infiniband (the fabric NICs).
+
+The listing is read once; port attributes are read on demand by the check that
+needs them, so a missing `rate` file errors nic_link without hiding dcqcn.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..fsroot import FsError, FsRoot
+
+
+@dataclass(frozen=True)
+class Port:
+    device: str      # mlx5_0
+    port: int
+    pci: str | None  # PCI address of the function, if the device link resolves
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}/{self.port}"
+
+    @property
+    def base(self) -> str:
+        return f"/sys/class/infiniband/{self.device}/ports/{self.port}"
+
+    def attr(self, fs: FsRoot, name: str) -> str:
+        return fs.read(f"{self.base}/{name}").strip()
+
+
+def list_ports(fs: FsRoot, ignore: list[str] | tuple = ()) -> list[Port]:
+    ports = []
+    for dev in fs.listdir("/sys/class/infiniband"):
+        if dev in ignore:
+            continue
+        devpath = fs.realpath(f"/sys/class/infiniband/{dev}/device")
+        pci = devpath.rsplit("/", 1)[-1] if fs.isdir(f"/sys/class/infiniband/{dev}/device") else None
+        for p in fs.listdir(f"/sys/class/infiniband/{dev}/ports"):
+            if p.isdigit():
+                ports.append(Port(dev, int(p), pci))
+    return ports
+
+
+def state_name(text: str) -> str:
+    """'4: ACTIVE' -> 'ACTIVE'; '5: LinkUp' -> 'LinkUp'."""
+    return text.split(":", 1)[1].strip() if ":" in text else text.strip()
+
+
+_RATE = re.compile(r"^([0-9.]+)\s*Gb/sec")
+
+
+def rate_gbps(fs: FsRoot, port: Port) -> float:
+    path = f"{port.base}/rate"
+    text = fs.read(path).strip()
+    m = _RATE.match(text)
+    if not m:
+        raise FsError(path, f"expected e.g. '400 Gb/sec (4X NDR)', found {text[:40]!r}")
+    return float(m.group(1))
+
+
+def netdevs(fs: FsRoot, port: Port) -> list[str]:
+    """Ethernet interfaces of the port's PCI function (RoCE), e.g. ['ens1np0']."""
+    nd = fs.read_or(f"{port.base}/gid_attrs/ndevs/0")
+    if nd and nd.strip():
+        return [nd.strip()]
+    return fs.listdir(f"/sys/class/infiniband/{port.device}/device/net")
+
+
+def netdev_speed_gbps(fs: FsRoot, ifname: str) -> float | None:
+    """Link speed of a netdev in Gb/s; None when the link is down (-1 or EINVAL)."""
+    try:
+        mbps = fs.read_int(f"/sys/class/net/{ifname}/speed", 10)
+    except FsError as exc:
+        if exc.reason == "missing":
+            raise
+        return None
+    return mbps / 1000 if mbps > 0 else None
