@@ -115,6 +115,9 @@ class RestCfg(_Strict):
 class SlurmCfg(_Strict):
     adapter: Literal["cli", "rest"] = "cli"
     bin_dir: str | None = None      # where scontrol/sinfo live; None: PATH, then /usr/bin
+    # slurm.conf for our CLI calls. slurmd gives HealthCheckProgram an empty
+    # SLURM_CONF, so set this where slurm.conf is not at the default path.
+    slurm_conf: str | None = None
     timeout_s: float = Field(10.0, gt=0, le=300)
     retries: int = Field(3, ge=1, le=10)
     rest: RestCfg = RestCfg()

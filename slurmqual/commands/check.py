@@ -29,14 +29,20 @@ def node_name(explicit: str | None = None) -> str:
     return os.uname().nodename.split(".")[0]
 
 
-def evaluate(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf")) -> list[CheckResult]:
-    """Run the selected checks against a node root; the shared core of `check` and the hooks."""
+def evaluate_with_context(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf")):
+    """Run the selected checks against a node root; the shared core of `check`
+    and the hooks. Returns the results and the context (its memo carries the
+    versions found and any check tracebacks)."""
     from ..checks import Context, run_checks, select
     from ..fsroot import FsRoot
 
     ctx = Context(FsRoot(root), config, level=level, deadline=deadline,
                   command_timeout=config["hooks"]["command_timeout_s"])
-    return run_checks(select(names, level), ctx)
+    return run_checks(select(names, level), ctx), ctx
+
+
+def evaluate(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf")) -> list[CheckResult]:
+    return evaluate_with_context(root, config, level, names, deadline)[0]
 
 
 def render_human(node: str, results: list[CheckResult], colour: bool) -> str:

@@ -1,0 +1,33 @@
+"""Write files so that readers never see half a file and a planted symlink is
+never followed: temp file created O_EXCL|O_NOFOLLOW in the target's directory,
+fsync, then rename over the target."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+
+def write_text(path: str, text: str, mode: int = 0o644) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def ensure_dir(path: str, mode: int = 0o755) -> None:
+    """Create a directory tree; refuse when the final component is a symlink."""
+    os.makedirs(path, mode=mode, exist_ok=True)
+    if os.path.islink(path):
+        raise OSError(f"{path}: is a symlink, refusing to use it")

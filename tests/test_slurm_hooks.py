@@ -1,0 +1,147 @@
+"""Hooks against a real Slurm 22.05: slurmd runs our HealthCheckProgram and
+Prolog; we watch what sinfo shows. Needs root and Debian's slurm packages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurm_fixtures import start_cluster, stop_cluster
+from slurmqual.nodetree import add_module, remove_module
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = start_cluster("hooks", 4)
+    yield c
+    stop_cluster(c)
+
+
+def reasons(cluster) -> dict[str, str]:
+    return {n["name"]: n.get("reason", "") for n in cluster.nodes().values()
+            if "DRAIN" in n.get("state_flags", [])}
+
+
+def test_healthcheck_drains_only_the_broken_node_and_resumes_after_repair(cluster):
+    remove_module(cluster.tree("n2"), "nvidia_peermem")
+    try:
+        cluster.wait_for(lambda: "n2" in reasons(cluster), 30, "n2 drained by healthcheck")
+        drained = reasons(cluster)
+        assert list(drained) == ["n2"]
+        assert drained["n2"].startswith("slurmqual: peermem: nvidia_peermem not loaded")
+        sinfo_r = cluster.run("sinfo", "-R", "-h", "-o", "%n|%E").stdout
+        assert sinfo_r.strip().startswith("n2|slurmqual: peermem:")
+    finally:
+        add_module(cluster.tree("n2"), "nvidia_peermem")
+    cluster.wait_for(lambda: "n2" not in reasons(cluster), 30, "n2 resumed after repair")
+    state = json.load(open(os.path.join(cluster.state_dir, "nodes", "n2.json")))
+    assert state["node"] == "n2" and state["status"] == "pass" and state["hook"] == "healthcheck"
+    assert state["versions"]["driver"] == "550.54.15"
+
+
+def test_admin_drain_is_never_resumed_or_rereasoned(cluster):
+    cluster.run("scontrol", "update", "nodename=n3", "state=drain", "reason=admin: RMA")
+    try:
+        time.sleep(cluster.health_interval * 2 + 2)  # at least two healthcheck runs with passing checks
+        assert reasons(cluster).get("n3") == "admin: RMA"
+        # Even a failing check must not replace the admin's reason.
+        remove_module(cluster.tree("n3"), "nvidia_peermem")
+        time.sleep(cluster.health_interval + 2)
+        assert reasons(cluster).get("n3") == "admin: RMA"
+    finally:
+        add_module(cluster.tree("n3"), "nvidia_peermem")
+        cluster.run("scontrol", "update", "nodename=n3", "state=resume")
+
+
+def _job_state(cluster, job: str) -> str:
+    out = cluster.run("squeue", "-h", "-j", job, "-o", "%T|%r", check=False).stdout.strip()
+    if out:
+        return out
+    return cluster.run("sacct", "-c", "-n", "-j", job, "-o", "state", check=False).stdout.strip() or "GONE"
+
+
+def test_prolog_requeues_job_on_broken_node_and_is_silent_on_healthy(cluster, tmp_path):
+    calls_before = len(cluster.slurm_calls())
+    out = tmp_path / "ok.out"
+    job = cluster.run("sbatch", "--parsable", "-w", "n1", "-o", str(out), "--wrap", "echo ran-on-$(hostname)").stdout.strip()
+    cluster.wait_for(lambda: out.exists() and "ran-on-" in out.read_text(), 30, "healthy job output")
+    prolog_calls = [c for c in cluster.slurm_calls()[calls_before:] if " prolog " in c]
+    assert prolog_calls == []  # a passing prolog never talks to slurmctld
+
+    remove_module(cluster.tree("n4"), "nvidia_peermem")
+    try:
+        job = cluster.run("sbatch", "--parsable", "-w", "n4", "--wrap", "true").stdout.strip()
+        cluster.wait_for(lambda: "held" in _job_state(cluster, job).lower() or "n4" in reasons(cluster), 30,
+                         "prolog failure")
+        cluster.wait_for(lambda: "n4" in reasons(cluster), 15, "n4 drained")
+        assert reasons(cluster)["n4"].startswith("slurmqual: peermem:")
+        cluster.wait_for(lambda: "launch failed requeued held" in _job_state(cluster, job).lower(), 15,
+                         "job requeued held")
+        assert [c for c in cluster.slurm_calls() if " n4 prolog scontrol update" in c]
+    finally:
+        cluster.run("scancel", job, check=False)
+        add_module(cluster.tree("n4"), "nvidia_peermem")
+    cluster.wait_for(lambda: "n4" not in reasons(cluster), 30, "n4 resumed by healthcheck")
+
+
+def _hook(cluster, hook, node, extra_env=None, config=None, timeout=60):
+    env = dict(cluster.env, SLURMD_NODENAME=node, **(extra_env or {}))
+    if config:
+        env["SLURMQUAL_CONFIG"] = config
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "slurmqual", "hook", hook], env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    return p, time.monotonic() - start
+
+
+def test_hanging_command_errors_within_deadline_and_does_not_drain(cluster, tmp_path):
+    stub_dir = tmp_path / "bin"
+    stub_dir.mkdir()
+    (stub_dir / "mlxconfig").write_text("#!/bin/sh\nsleep 120\n")
+    (stub_dir / "mlxconfig").chmod(0o755)
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(open(cluster.sq_config).read().replace("deadline_s = 20", "deadline_s = 4")
+                   .replace("command_timeout_s = 5", "command_timeout_s = 1"))
+    p, took = _hook(cluster, "healthcheck", "n1", {"PATH": f"{stub_dir}:{os.environ['PATH']}"}, str(cfg))
+    assert p.returncode == 0 and took < 4 + 5
+    state = json.load(open(os.path.join(cluster.state_dir, "nodes", "n1.json")))
+    dcqcn = [c for c in state["checks"] if c["name"] == "dcqcn"][0]
+    assert dcqcn["status"] == "error" and "timed out after 1s" in dcqcn["message"]
+    assert "n1" not in reasons(cluster)
+
+
+def test_internal_exception_logs_traceback_and_never_drains(cluster):
+    p, _ = _hook(cluster, "healthcheck", "../n1")  # an unusable node name makes the hook itself raise
+    assert p.returncode == 0
+    log = open(os.path.join(cluster.log, "slurmqual.log")).read()
+    assert "internal error in hook healthcheck" in log and "Traceback (most recent call last)" in log
+    assert "ValueError: unusable node name" in log
+    p, _ = _hook(cluster, "prolog", "../n1")
+    assert p.returncode == 0
+    assert reasons(cluster) == {}
+
+
+def test_admin_drain_and_resume_commands_respect_ownership(cluster):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "slurmqual", *a], env=cluster.env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    cluster.run("scontrol", "update", "nodename=n3", "state=drain", "reason=admin: RMA")
+    try:
+        p = run("resume", "n3")
+        assert p.returncode == 1 and "drained by someone else" in p.stdout
+        assert reasons(cluster)["n3"] == "admin: RMA"
+        p = run("drain", "n[1-2]", "--reason", 'bad "cable"\nswap')
+        assert p.returncode == 0
+        assert reasons(cluster)["n1"] == "slurmqual: admin: bad cable swap"
+        p = run("resume", "n[1-2]")
+        assert p.returncode == 0 and "n1" not in reasons(cluster) and "n2" not in reasons(cluster)
+        p = run("resume", "n3", "--force")
+        assert p.returncode == 0 and "n3" not in reasons(cluster)
+    finally:
+        cluster.run("scontrol", "update", "nodename=n[1-3]", "state=resume", check=False)
