@@ -91,7 +91,8 @@ class Cluster:
         return env
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
-        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, check=check, timeout=timeout)
+        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, check=check, timeout=timeout,
+                              cwd=self.base)
 
     # -- files ------------------------------------------------------------------
     def tree(self, node: str) -> str:
