@@ -126,7 +126,8 @@ class SlurmCfg(_Strict):
 class BurninCfg(_Strict):
     nccl_tests_dir: str = "/opt/nccl-tests/build"
     launcher: Literal["srun", "mpirun"] = "srun"
-    srun_mpi: str = "pmix"
+    srun_mpi: str = "pmix"          # "none" to omit --mpi
+    tests: list[Literal["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf"]] = ["all_reduce_perf"]
     gpus_per_node: int = Field(8, ge=1, le=64)
     min_bytes: str = "1G"
     max_bytes: str = "8G"

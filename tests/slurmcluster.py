@@ -202,11 +202,21 @@ retries = 3
 
 [burnin]
 run_dir = "{self.base}/runs"
+nccl_tests_dir = "{self.base}/nccl-tests"
+gpus_per_node = 1
+srun_mpi = "none"
+test_time_limit = "00:02:00"
+task_time_limit = "00:10:00"
+rounds = 3
 
 [store]
 path = "{self.base}/slurmqual.db"
 {sq_extra}
 """)
+        nccl = os.path.join(self.base, "nccl-tests")
+        os.makedirs(nccl, exist_ok=True)
+        shutil.copy(os.path.join(REPO, "tests", "fakebin", "all_reduce_perf"), nccl)
+        self.fabric({})
         for p in (self.sq_config, self.conf):
             os.chmod(p, 0o644)
 
@@ -222,6 +232,11 @@ path = "{self.base}/slurmqual.db"
                 fh.write(f'#!/bin/sh\necho "$(date +%s.%N) ${{SLURMD_NODENAME:-}} ${{SLURMQUAL_HOOK:-cli}} {tool} $*" >> {self.log}/slurm-calls.log\n'
                          f'exec /usr/bin/{tool} "$@"\n')
             os.chmod(path, 0o755)
+
+    def fabric(self, model: dict) -> None:
+        """Set the fabric model the stand-in all_reduce_perf reads (see tests/fakebin)."""
+        with open(os.path.join(self.base, "nccl-tests", "fabric.json"), "w") as fh:
+            json.dump(model, fh)
 
     def slurm_calls(self) -> list[str]:
         try:

@@ -113,17 +113,20 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     slow = {id(m): m.busbw < limit[m.kind] for m in valid}
 
     bad: set[str] = set()
-    # 1. Single-node tests are unambiguous.
-    for m in valid:
-        if len(m.nodes) == 1 and slow[id(m)]:
-            bad.add(m.nodes[0])
+    # 1. Single-node (intra) tests: evidence, but one noisy run must not drain a node.
+    #    Far below the line (threshold - 0.1, i.e. < 80% of median by default,
+    #    beyond any run-to-run noise) it is conclusive on its own.
+    intra_slow = {m.nodes[0] for m in valid if len(m.nodes) == 1 and slow[id(m)]}
+    bad.update(m.nodes[0] for m in valid
+               if len(m.nodes) == 1 and m.busbw < (p.threshold - 0.1) * median[m.kind])
     pairs = [m for m in valid if len(m.nodes) == 2]
 
     def unexplained(node: str) -> list[Measurement]:
         return [m for m in pairs if node in m.nodes and not (set(m.nodes) - {node}) & bad]
 
     # 2. A node slow with at least two different partners (that are not bad
-    #    themselves) is the slow one. Repeat: each new bad node explains its pairs.
+    #    themselves) is the slow one; so is an intra-slow node whose pairs agree
+    #    (or that has no pairs). Repeat: each new bad node explains its pairs.
     changed = True
     while changed:
         changed = False
@@ -131,12 +134,13 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
             if n in bad:
                 continue
             mine = unexplained(n)
-            if len(mine) >= 2 and all(slow[id(m)] for m in mine):
+            n_slow = sum(slow[id(m)] for m in mine)
+            if (len(mine) >= 2 and n_slow == len(mine)) or (n in intra_slow and 2 * n_slow >= len(mine)):
                 bad.add(n)
                 changed = True
 
     # 3. What is left: slow pairs between nodes that are not bad.
-    retest: set[str] = set()
+    retest: set[str] = intra_slow - bad  # intra says slow, its pairs say fine: look again
     links: list[list[str]] = []
     for m in pairs:
         if not slow[id(m)] or set(m.nodes) & bad:

@@ -74,6 +74,7 @@ class _Columns:
             raise ValueError("header without out-of-place and in-place busbw")
         self.busbw, self.busbw_in = busbw
         self.wrong = wrong[:2]
+        self.numeric = [i for i, t in enumerate(header) if t in ("time", "algbw", "busbw")]
 
 
 def _header(line: str) -> list[str] | None:
@@ -133,6 +134,8 @@ def parse(text: str) -> Result:
             res.problems.append(f"truncated or malformed row: {stripped[:80]!r}")
             continue
         try:
+            for i in cols.numeric:
+                _num(toks[i])
             wrong_vals = [_num(toks[i]) for i in cols.wrong]
             known = [int(w) for w in wrong_vals if w is not None]
             res.rows.append(Row(int(toks[0]), _num(toks[cols.busbw]), _num(toks[cols.busbw_in]),

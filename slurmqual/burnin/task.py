@@ -1,0 +1,141 @@
+"""What one array task runs: per node an intra-node test, then rounds of pairs
+(concurrently within a round), optionally one run over the whole group. Each
+test's raw log is kept; one result file per task is written atomically.
+
+Building a command (`test_argv`) is separate from running it and from judging
+its output (`parse`), so each can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+from .parse import parse
+from .plan import rounds
+
+
+def size_bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def seconds(limit: str) -> int:
+    """Slurm time limit "[D-]HH:MM:SS" / "MM:SS" / "M" -> seconds."""
+    days = 0
+    if "-" in limit:
+        d, limit = limit.split("-", 1)
+        days = int(d)
+    parts = [int(x) for x in limit.split(":")]
+    if len(parts) == 1:
+        parts = [0, parts[0], 0]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return days * 86400 + h * 3600 + m * 60 + s
+
+
+def test_argv(cfg: dict, test: str, nodes: list[str]) -> list[str]:
+    """The launcher command for one nccl-tests run over `nodes`."""
+    binary = os.path.join(cfg["nccl_tests_dir"], test)
+    gpus = cfg["gpus_per_node"]
+    bench = [binary, "-b", cfg["min_bytes"], "-e", cfg["max_bytes"], "-f", "2", "-g", "1"]
+    if cfg["launcher"] == "mpirun":
+        hosts = ",".join(f"{n}:{gpus}" for n in nodes)
+        return ["mpirun", "-np", str(gpus * len(nodes)), "-H", hosts, "--bind-to", "numa", *bench]
+    argv = ["srun", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", f"--ntasks-per-node={gpus}",
+            f"--time={cfg['test_time_limit']}"]
+    if cfg["srun_mpi"] != "none":
+        argv.append(f"--mpi={cfg['srun_mpi']}")
+    if gpus > 1:
+        argv.append("--gpus-per-task=1")
+    return [*argv, *bench]
+
+
+def _start(argv: list[str], log_path: str) -> tuple[subprocess.Popen, object]:
+    fh = open(log_path, "w")
+    fh.write(f"# slurmqual: {' '.join(argv)}\n")
+    fh.flush()
+    return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True), fh
+
+
+def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, tag: str) -> list[dict]:
+    """Run the tests over disjoint node sets concurrently; judge each log."""
+    import signal
+
+    timeout = seconds(cfg["test_time_limit"]) + 30
+    started = []
+    for nodes in node_sets:
+        log = os.path.join(log_dir, f"{tag}-{test}-{'-'.join(nodes)}.log")
+        try:
+            proc, fh = _start(test_argv(cfg, test, nodes), log)
+        except OSError as exc:
+            started.append((nodes, None, None, log, f"could not start: {exc}"))
+            continue
+        started.append((nodes, proc, fh, log, None))
+    out = []
+    deadline = time.monotonic() + timeout
+    for nodes, proc, fh, log, err in started:
+        if proc is not None:
+            try:
+                proc.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                err = f"timed out after {timeout}s"
+            fh.close()
+        out.append(_measurement(cfg, test, nodes, log, err, proc.returncode if proc else None))
+    return out
+
+
+def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | None, rc: int | None) -> dict:
+    with open(log, errors="replace") as fh:
+        result = parse(fh.read())
+    problems = list(result.problems)
+    if err:
+        problems.insert(0, err)
+    elif rc:
+        problems.insert(0, f"exit code {rc}")
+    size = cfg["reference_size"]
+    busbw = result.busbw_at(size)
+    if busbw is None and result.rows:
+        size, busbw = result.rows[-1].size, result.rows[-1].busbw
+    ok = result.ok and not problems and busbw is not None
+    return {"nodes": nodes, "busbw": busbw if ok else None, "size": size, "test": test.removesuffix("_perf"),
+            "ok": ok, "problems": problems, "log": os.path.basename(log), "nccl": result.nccl_version}
+
+
+def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict) -> dict:
+    """The whole task: intra, pair rounds, optional group; returns the result dict."""
+    log_dir = os.path.join(run_dir, "logs", f"task-{task_id}")
+    os.makedirs(log_dir, exist_ok=True)
+    started = time.time()
+    measurements: list[dict] = []
+    for test in cfg["tests"]:
+        measurements += run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra")
+        for r, pairs in enumerate(rounds(nodes, cfg["rounds"])):
+            measurements += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}")
+        if cfg["all_node_run"] and len(nodes) > 2:
+            measurements += run_batch(cfg, test, [nodes], log_dir, "group")
+    versions: dict[str, dict] = {}
+    for m in measurements:
+        if m.get("nccl"):
+            for n in m["nodes"]:
+                versions.setdefault(n, {})["nccl"] = m["nccl"]
+    return {"task": task_id, "nodes": nodes, "started": started, "finished": time.time(),
+            "measurements": measurements, "versions": versions}
+
+
+def write_result(run_dir: str, result: dict) -> str:
+    from ..atomic import write_text
+
+    os.makedirs(os.path.join(run_dir, "results"), exist_ok=True)
+    path = os.path.join(run_dir, "results", f"task-{result['task']}.json")
+    write_text(path, json.dumps(result))
+    return path

@@ -1,0 +1,97 @@
+"""The store: migrations, idempotent re-analysis, atomicity, bulk reads, JSONL input."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from slurmqual.burnin.store import MIGRATIONS, RunRecord, SqliteStore, StoreError, open_store
+
+ANALYSIS = {"median": {"all_reduce:pair": 380.0}, "threshold": 0.9, "guard_tripped": False, "drain": ["n2"],
+            "nodes": {"n1": {"verdict": "pass", "score": 381.0}, "n2": {"verdict": "fail", "score": 200.0}}}
+MEAS = [{"nodes": ["n1", "n2"], "test": "all_reduce", "size": 8, "busbw": 200.0, "ok": True}]
+
+
+def counts(path):
+    db = sqlite3.connect(path)
+    return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("runs", "measurements", "verdicts", "baselines", "events")}
+
+
+def test_schema_versioned_and_journal_not_wal(tmp_path):
+    s = open_store(str(tmp_path / "s.db"))
+    assert s.version() == len(MIGRATIONS)
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    s.close()
+    db = sqlite3.connect(tmp_path / "s.db")
+    db.execute("UPDATE schema_version SET version = 99")
+    db.commit()
+    with pytest.raises(StoreError, match="newer than this slurmqual"):
+        open_store(str(tmp_path / "s.db"))
+
+
+def test_reanalysis_is_idempotent_and_versions_tracked(tmp_path):
+    path = str(tmp_path / "s.db")
+    s = open_store(path)
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS, {"n1": {"nccl": "2.21.5"}})
+    first = counts(path)
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS, {"n1": {"nccl": "2.21.5"}})
+    assert counts(path) == first == {"runs": 1, "measurements": 1, "verdicts": 2, "baselines": 1, "events": 4}
+    s.record_run(RunRecord("r2", 2000.0, ["n1"]), MEAS, dict(ANALYSIS, drain=[], nodes={"n1": {"verdict": "pass", "score": 390.0}}),
+                 {"n1": {"nccl": "2.23.4"}})
+    assert s.baselines() == {"n1": 390.0} and s.nccl_versions() == {"n1": "2.23.4"}
+    hist = s.node_history("n1")
+    assert hist[0]["time"] == 2000.0 and any(e["kind"] == "version_change" and "2.21.5 -> 2.23.4" in e["detail"] for e in hist)
+    last = s.last_burnin(["n1", "n2"])
+    assert last["n1"]["time"] == 2000.0 and last["n1"]["score"] == 390.0 and last["n1"]["median"] == 380.0
+    assert last["n2"]["verdict"] == "fail" and last["n2"]["baseline"] is None
+    assert [r["id"] for r in s.runs()] == ["r2", "r1"]
+
+
+def test_interrupted_analysis_leaves_store_unchanged(tmp_path):
+    path = str(tmp_path / "s.db")
+    s = open_store(path)
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS)
+    before = counts(path)
+    broken = dict(ANALYSIS, nodes={"n1": {"verdict": "pass", "score": 1.0}, "n3": {"score": 2.0}})  # no verdict: fails midway
+    with pytest.raises(KeyError):
+        s.record_run(RunRecord("r1", 1000.0, ["n1"]), MEAS, broken)
+    assert counts(path) == before and s.baselines() == {"n1": 381.0}
+
+
+def test_not_a_database(tmp_path):
+    bad = tmp_path / "junk.db"
+    bad.write_text("this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable slurmqual store"):
+        SqliteStore(str(bad))
+    with pytest.raises(StoreError, match="no store yet"):
+        open_store(str(tmp_path / "none.db"), create=False)
+
+
+def _cli(tmp_path, *args):
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/s.db"\n[slurm]\nbin_dir = "{tmp_path}/nobin"\n')
+    return subprocess.run([sys.executable, "-m", "slurmqual", *args, "--config", str(cfg)], capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "SLURMQUAL_CACHE_DIR": str(tmp_path / "c")})
+
+
+def test_analyze_jsonl_dry_run_json_schema(tmp_path):
+    lines = [{"nodes": [a, b], "busbw": 380.0 * (0.6 if "n3" in (a, b) else 1), "size": 8589934592, "test": "all_reduce", "ok": True}
+             for a, b in [("n1", "n2"), ("n3", "n4"), ("n1", "n3"), ("n2", "n4"), ("n3", "n2"), ("n1", "n4")]]
+    f = tmp_path / "m.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    p = _cli(tmp_path, "burnin", "analyze", "--measurements", str(f), "--json", "--dry-run")
+    out = json.loads(p.stdout)
+    assert p.returncode == 0, p.stderr
+    assert {"median", "threshold", "nodes", "suspect_links", "drain", "guard_tripped"} <= set(out)
+    assert out["nodes"]["n3"] == {"verdict": "fail", "score": 228.0} and out["drain"] == ["n3"]
+    assert not (tmp_path / "s.db").exists()  # dry run writes nothing
+
+
+def test_analyze_jsonl_bad_line_is_clear(tmp_path):
+    f = tmp_path / "m.jsonl"
+    f.write_text('{"nodes": ["a", "b"], "busbw": 1.0, "size": 8, "test": "all_reduce", "ok": true}\n{"nodes": "a"}\n')
+    p = _cli(tmp_path, "burnin", "analyze", "--measurements", str(f), "--dry-run")
+    assert p.returncode == 2 and f"{f}:2: bad measurement: 'nodes' must be a non-empty list" in p.stderr
