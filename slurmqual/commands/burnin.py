@@ -129,7 +129,7 @@ def _watch(args, config) -> int:
         analysis_state = states.get(jobs["analysis"], "DONE" if os.path.exists(os.path.join(run_dir, "analysis.json")) else "?")
         print(f"{time.strftime('%H:%M:%S')} tasks: {len(plan['groups'])} total, {done} done, {running} running; "
               f"{measured} measurements; analysis {analysis_state}", flush=True)
-        if analysis_state not in ("PENDING", "RUNNING", "CONFIGURING", "?"):
+        if analysis_state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "?"):
             break
         if end is not None and time.monotonic() > end:
             print("watch: timed out (the run goes on)")
