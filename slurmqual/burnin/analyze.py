@@ -120,9 +120,13 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     bad.update(m.nodes[0] for m in valid
                if len(m.nodes) == 1 and m.busbw < (p.threshold - 0.1) * median[m.kind])
     pairs = [m for m in valid if len(m.nodes) == 2]
+    pairs_of: dict[str, list[Measurement]] = {}
+    for m in pairs:
+        for n in m.nodes:
+            pairs_of.setdefault(n, []).append(m)
 
     def unexplained(node: str) -> list[Measurement]:
-        return [m for m in pairs if node in m.nodes and not (set(m.nodes) - {node}) & bad]
+        return [m for m in pairs_of.get(node, ()) if (m.nodes[1] if m.nodes[0] == node else m.nodes[0]) not in bad]
 
     # 2. A node slow with at least two different partners (that are not bad
     #    themselves) is the slow one; so is an intra-slow node whose pairs agree
@@ -160,13 +164,17 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
 
     # 4. Scores and verdicts.
     nodes: dict[str, dict] = {}
+    mine_of: dict[str, list[Measurement]] = {}
+    for m in valid:
+        for x in m.nodes:
+            mine_of.setdefault(x, []).append(m)
+    link_set = {tuple(link) for link in links}
     for n in all_nodes:
-        mine = [m for m in valid if n in m.nodes]
+        mine = mine_of.get(n, [])
         if not mine:
             nodes[n] = {"verdict": "untested", "score": None}
             continue
         # A pair slowed by a bad partner or a suspect link says nothing about this node.
-        link_set = {tuple(link) for link in links}
         own = [m for m in mine if len(m.nodes) == 2 and not (set(m.nodes) - {n}) & bad
                and tuple(sorted(m.nodes)) not in link_set]
         primary = (own if n not in bad else []) or [m for m in mine if len(m.nodes) == 2] \
