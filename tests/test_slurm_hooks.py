@@ -78,17 +78,14 @@ def test_prolog_requeues_job_on_broken_node_and_is_silent_on_healthy(cluster, tm
     remove_module(cluster.tree("n4"), "nvidia_peermem")
     try:
         job = cluster.run("sbatch", "--parsable", "-w", "n4", "--wrap", "true").stdout.strip()
-        cluster.wait_for(lambda: "held" in _job_state(cluster, job).lower() or "n4" in reasons(cluster), 30,
-                         "prolog failure")
-        cluster.wait_for(lambda: "n4" in reasons(cluster), 15, "n4 drained")
+        cluster.wait_for(lambda: "n4" in reasons(cluster), 60, "n4 drained")
         assert reasons(cluster)["n4"].startswith("slurmqual: peermem:")
-        cluster.wait_for(lambda: "launch failed requeued held" in _job_state(cluster, job).lower(), 15,
-                         "job requeued held")
+        cluster.wait_for(lambda: "requeued held" in _job_state(cluster, job).lower(), 60, "job requeued held")
         assert [c for c in cluster.slurm_calls() if " n4 prolog scontrol update" in c]
     finally:
         cluster.run("scancel", job, check=False)
         add_module(cluster.tree("n4"), "nvidia_peermem")
-    cluster.wait_for(lambda: "n4" not in reasons(cluster), 30, "n4 resumed by healthcheck")
+        cluster.wait_for(lambda: "n4" not in reasons(cluster), 60, "n4 resumed by healthcheck")
 
 
 def _hook(cluster, hook, node, extra_env=None, config=None, timeout=60):

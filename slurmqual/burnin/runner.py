@@ -25,17 +25,19 @@ def params(cfg: dict) -> Params:
 
 # -- submit -------------------------------------------------------------------
 
-def submit(config, adapter, nodes: list[str], partition: str | None, reservation: str | None) -> dict:
+def submit(config, adapter, nodes: list[str], partition: str | None, reservation: str | None,
+           explicit_rounds: list[list[list[str]]] | None = None) -> dict:
     cfg = config["burnin"]
     if len(nodes) < 2:
         raise BurninError("a burn-in needs at least 2 nodes")
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
     run_dir = os.path.join(cfg["run_dir"], run_id)
     os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
-    plan = groups(sorted(nodes), cfg["group_size"])
+    # Explicit rounds (requalify) need every pair inside one task: one group.
+    plan = [sorted(nodes)] if explicit_rounds else groups(sorted(nodes), cfg["group_size"])
     with open(os.path.join(run_dir, "plan.json"), "w") as fh:
         json.dump({"run_id": run_id, "scope": sorted(nodes), "groups": plan, "time": time.time(),
-                   "config_digest": config.digest}, fh)
+                   "config_digest": config.digest, "rounds": explicit_rounds}, fh)
     sizes = sorted({len(g) for g in plan})
     common = []
     partition = partition or cfg["partition"]
@@ -50,10 +52,14 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
 
     exe = f"{sys.executable} -m slurmqual"
     env_cfg = f"--export=ALL,SLURMQUAL_CONFIG={config.path}" if config.path else "--export=ALL"
+    if len(plan) == 1:
+        where = [f"--nodelist={compress(sorted(nodes))}"]
+    else:
+        outside = _outside(adapter, nodes)
+        where = [f"--exclude={outside}"] if outside else []
     array = adapter.submit([
         f"--job-name=slurmqual-burnin-{run_id}", f"--array=0-{len(plan) - 1}",
-        f"--nodes={sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"--nodes={sizes[0]}", "--exclusive",
-        f"--nodelist={compress(sorted(nodes))}" if len(plan) == 1 else f"--exclude={_outside(adapter, nodes)}",
+        f"--nodes={sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"--nodes={sizes[0]}", "--exclusive", *where,
         f"--time={cfg['task_time_limit']}", f"--output={run_dir}/logs/task-%a.out", env_cfg, *common,
     ], script=f"{exe} burnin task {run_dir}")
     analysis = adapter.submit([

@@ -111,6 +111,20 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
             "ok": ok, "problems": problems, "log": os.path.basename(log), "nccl": result.nccl_version}
 
 
+def planned_rounds(run_dir: str, nodes: list[str], count: int) -> list[list[tuple[str, str]]]:
+    """Explicit rounds from plan.json (requalify pairs swapped nodes with
+    reference nodes), else round-robin over this task's nodes."""
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as fh:
+            explicit = json.load(fh).get("rounds")
+    except (OSError, ValueError):
+        explicit = None
+    if not explicit:
+        return rounds(nodes, count)
+    mine = set(nodes)
+    return [[(a, b) for a, b in rnd if a in mine and b in mine] for rnd in explicit]
+
+
 def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict) -> dict:
     """The whole task: intra, pair rounds, optional group; returns the result dict."""
     log_dir = os.path.join(run_dir, "logs", f"task-{task_id}")
@@ -119,7 +133,7 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict) -> dict:
     measurements: list[dict] = []
     for test in cfg["tests"]:
         measurements += run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra")
-        for r, pairs in enumerate(rounds(nodes, cfg["rounds"])):
+        for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):
             measurements += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}")
         if cfg["all_node_run"] and len(nodes) > 2:
             measurements += run_batch(cfg, test, [nodes], log_dir, "group")

@@ -52,6 +52,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"slurmqual: {exc}", file=sys.stderr)
                 return 2
             print(f"drained {','.join(todo)}: {reason}")
+            _history(config, todo, "drain", reason)
         return rc
     todo = []
     for n in names:
@@ -70,4 +71,20 @@ def main(args: argparse.Namespace) -> int:
             print(f"slurmqual: {exc}", file=sys.stderr)
             return 2
         print(f"resumed {','.join(todo)}")
+        _history(config, todo, "resume", "by admin" + (" (--force)" if args.force else ""))
     return rc
+
+
+def _history(config, nodes: list[str], kind: str, detail: str) -> None:
+    """Record admin drains/resumes in the store's history when this host has the store."""
+    from ..burnin.store import StoreError, open_store
+
+    try:
+        store = open_store(config["store"]["path"], create=False)
+    except StoreError:
+        return
+    try:
+        for n in nodes:
+            store.add_event(n, kind, detail)
+    finally:
+        store.close()

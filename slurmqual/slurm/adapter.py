@@ -53,8 +53,15 @@ class SlurmAdapter:
     def cancel(self, job_ids: list[str]) -> None:
         raise NotImplementedError
 
+    def cancel_by_name(self, name: str) -> None:
+        raise NotImplementedError
+
     def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None:
         raise NotImplementedError
+
+    def srun_argv(self) -> list[str]:
+        """How to start a step on a node (requalify's checks); CLI only."""
+        raise SlurmError("needs srun on this host")
 
     def delete_reservation(self, name: str) -> None:
         raise NotImplementedError

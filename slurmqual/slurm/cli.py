@@ -71,6 +71,9 @@ class CliAdapter(SlurmAdapter):
             nodes = [n for n in nodes if n.name in wanted]
         return nodes
 
+    def srun_argv(self) -> list[str]:
+        return [self._bin("srun")]
+
     def job_states(self, job_ids: list[str]) -> dict[str, str]:
         text = self._run("squeue", "--json", "--states=all")
         try:
@@ -116,6 +119,9 @@ class CliAdapter(SlurmAdapter):
     def cancel(self, job_ids: list[str]) -> None:
         if job_ids:
             self._run("scancel", *job_ids)
+
+    def cancel_by_name(self, name: str) -> None:
+        self._run("scancel", f"--name={name}")
 
     def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None:
         from .adapter import compress

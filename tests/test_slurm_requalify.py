@@ -1,0 +1,95 @@
+"""requalify on a real local Slurm: pass, still broken, cancelled. Always ends
+with no reservation left and no node stuck in 'pending'."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurm_fixtures import start_cluster, stop_cluster
+from slurmqual.nodetree import add_module, remove_module
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = start_cluster("requalify", 5)
+    c.fabric({"base": 400, "noise": 0.005, "seed": 9})
+    p = sq(c, "burnin", "submit")
+    run_dir = re.search(r"run dir (\S+)", p.stdout).group(1)
+    assert sq(c, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "120").returncode == 0
+    yield c
+    stop_cluster(c)
+
+
+def sq(cluster, *args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "slurmqual", *args], env=cluster.env, capture_output=True,
+                          text=True, timeout=timeout, cwd=cluster.base)
+
+
+def reservations(cluster) -> str:
+    return cluster.run("scontrol", "show", "reservation").stdout.strip()
+
+
+def drained(cluster) -> dict[str, str]:
+    return {n: v.get("reason", "") for n, v in cluster.nodes().items() if "DRAIN" in v.get("state_flags", [])}
+
+
+def test_repaired_node_requalifies_to_idle_with_new_baseline(cluster):
+    remove_module(cluster.tree("n2"), "nvidia_peermem")
+    sq(cluster, "drain", "n2", "--reason", "GPU swapped")
+    add_module(cluster.tree("n2"), "nvidia_peermem")  # the repair
+    before = json.loads(sq(cluster, "history", "n2", "--json").stdout)
+    p = sq(cluster, "requalify", "n2", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result["n2"]["result"] == "pass"
+    assert "n2" not in drained(cluster) and reservations(cluster) == "No reservations in the system"
+    after = json.loads(sq(cluster, "history", "n2", "--json").stdout)
+    assert len([e for e in after["events"] if e["kind"] == "baseline"]) == \
+        len([e for e in before["events"] if e["kind"] == "baseline"]) + 1
+    assert any(e["kind"] == "drain" and "GPU swapped" in e["detail"] for e in after["events"])
+    assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n2.json"))
+
+
+def test_still_broken_node_ends_drained_with_reason(cluster):
+    remove_module(cluster.tree("n3"), "nvidia_peermem")
+    try:
+        sq(cluster, "drain", "n3", "--reason", "NIC swapped")
+        p = sq(cluster, "requalify", "n3")
+        assert p.returncode == 1
+        assert drained(cluster).get("n3", "").startswith("slurmqual: peermem: nvidia_peermem not loaded")
+        assert reservations(cluster) == "No reservations in the system"
+    finally:
+        add_module(cluster.tree("n3"), "nvidia_peermem")
+        cluster.run("scontrol", "update", "nodename=n3", "state=resume", check=False)
+
+
+def test_cancel_midway_leaves_no_reservation(cluster):
+    cluster.fabric({"base": 400, "hang": ["n4"]})  # the burn-in hangs on n4 until cancelled
+    try:
+        sq(cluster, "drain", "n4", "--reason", "cable swapped")
+        proc = subprocess.Popen([sys.executable, "-m", "slurmqual", "requalify", "n4"], env=cluster.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cluster.base)
+        cluster.wait_for(lambda: "slurmqual-requalify" in reservations(cluster), 30, "reservation")
+        st = json.loads(sq(cluster, "status", "n4", "--json").stdout)
+        assert st["nodes"][0]["qualification"] == "pending"
+        cluster.wait_for(lambda: "slurmqual-burnin" in cluster.run("squeue", "-h", "-o", "%j").stdout, 30, "burn-in")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and "cancelled by signal" in out
+        assert reservations(cluster) == "No reservations in the system"
+        assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n4.json"))
+        cluster.wait_for(lambda: "slurmqual" not in cluster.run("squeue", "-h", "-o", "%j").stdout, 30,
+                         "burn-in jobs cancelled")
+    finally:
+        cluster.fabric({"base": 400})
+        cluster.run("scontrol", "update", "nodename=n4", "state=resume", check=False)
