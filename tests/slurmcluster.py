@@ -246,10 +246,17 @@ path = "{self.base}/slurmqual.db"
             return []
 
     # -- lifecycle ------------------------------------------------------------
-    def start(self, extra_conf: str = "", sq_extra: str = "") -> "Cluster":
+    def start(self, extra_conf: str = "", sq_extra: str = "", jwt: bool = False) -> "Cluster":
         why = missing_requirements()
         if why:
             raise RuntimeError(why)
+        if jwt:  # slurmrestd with rest_auth/jwt needs auth/jwt as an alternative auth type
+            os.makedirs(os.path.join(self.base, "etc"), exist_ok=True)
+            key = os.path.join(self.base, "etc", "jwt.key")
+            with open(key, "wb") as fh:
+                fh.write(os.urandom(64))
+            os.chmod(key, 0o600)
+            extra_conf += f"\nAuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={key}\n"
         self._write_files(extra_conf, sq_extra)
         mdir = os.path.join(self.base, "munge")
         self._spawn("munged", ["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--foreground",
@@ -265,6 +272,33 @@ path = "{self.base}/slurmqual.db"
         self._wait(lambda: self._all_up(), 30, "slurmd nodes")
         self.save()
         return self
+
+    def start_rest(self) -> str:
+        """slurmrestd on a free loopback port (JWT auth, as user nobody); returns its URL."""
+        port = _free_port_block(1)
+        env = dict(self.env, SLURM_JWT="daemon")
+        out = open(os.path.join(self.log, "slurmrestd.out"), "ab")
+        proc = subprocess.Popen(["/usr/sbin/slurmrestd", "-f", self.conf, "-u", "nobody", "-g", "nogroup",
+                                 "-s", "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36", "-a", "rest_auth/jwt",
+                                 f"127.0.0.1:{port}"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pids["slurmrestd"] = proc.pid
+        self.save()
+        url = f"http://127.0.0.1:{port}"
+
+        def listening() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return True
+            except OSError:
+                return False
+
+        self._wait(listening, 15, "slurmrestd")
+        return url
+
+    def token(self, user: str = "root", lifespan: int = 3600) -> str:
+        out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}").stdout.strip()
+        return out.split("=", 1)[1]
 
     def _slurmd_argv(self, name: str) -> list[str]:
         slurmd = ["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf]
@@ -316,7 +350,7 @@ path = "{self.base}/slurmqual.db"
 
     def stop(self) -> None:
         """Stop our own daemons by pid: slurmds first, then slurmctld, then munged."""
-        order = sorted(self.pids, key=lambda k: (k != "slurmd" and not k.startswith("slurmd-"), k == "munged"))
+        order = sorted(self.pids, key=lambda k: (k != "slurmrestd", not k.startswith("slurmd-"), k == "munged"))
         for key in order:
             pid = self.pids[key]
             _kill(pid, signal.SIGTERM)

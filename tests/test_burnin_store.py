@@ -95,3 +95,35 @@ def test_analyze_jsonl_bad_line_is_clear(tmp_path):
     f.write_text('{"nodes": ["a", "b"], "busbw": 1.0, "size": 8, "test": "all_reduce", "ok": true}\n{"nodes": "a"}\n')
     p = _cli(tmp_path, "burnin", "analyze", "--measurements", str(f), "--dry-run")
     assert p.returncode == 2 and f"{f}:2: bad measurement: 'nodes' must be a non-empty list" in p.stderr
+
+
+def test_read_methods_for_status_and_history(tmp_path):
+    s = open_store(str(tmp_path / "s.db"))
+    assert s.last_verdict("n1") is None and s.baseline("n1") is None
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS,
+                 {"n1": {"nccl": "2.21.5", "driver": "550.54.15", "nic_fw": "28.39.1002"}})
+    s.record_run(RunRecord("r2", 2000.0, ["n2"]), MEAS,
+                 dict(ANALYSIS, drain=[], nodes={"n2": {"verdict": "retest", "score": 300.0}}))
+    assert s.last_verdict("n1") == {"run_id": "r1", "time": 1000.0, "verdict": "pass", "score": 381.0}
+    assert s.last_verdict("n2") == {"run_id": "r2", "time": 2000.0, "verdict": "retest", "score": 300.0}
+    assert s.baseline("n1") == {"score": 381.0, "driver": "550.54.15", "nccl": "2.21.5", "nic_fw": "28.39.1002",
+                                "run_id": "r1", "time": 1000.0}
+    assert s.baseline("n1", "all_gather") is None and s.baseline("n2") is None
+    assert [e["kind"] for e in s.node_history("n2")] == ["burnin", "drain", "burnin"]
+
+
+def test_guard_tripped_run_records_no_baselines(tmp_path):
+    s = open_store(str(tmp_path / "s.db"))
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, dict(ANALYSIS, guard_tripped=True, drain=[]))
+    assert s.baselines() == {} and s.runs()[0]["guard_tripped"] is True
+
+
+def test_pending_migrations_apply_in_order(tmp_path, monkeypatch):
+    path = str(tmp_path / "s.db")
+    open_store(path).close()
+    import slurmqual.burnin.store as store_mod
+
+    monkeypatch.setattr(store_mod, "MIGRATIONS", MIGRATIONS + ["CREATE TABLE extra (x INTEGER)",
+                                                               "INSERT INTO extra VALUES (7)"])
+    s = store_mod.open_store(path)
+    assert s.version() == len(MIGRATIONS) + 2 and s.db.execute("SELECT x FROM extra").fetchone() == (7,)

@@ -153,6 +153,20 @@ def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
     return done
 
 
+def with_host_versions(config, versions: dict[str, dict]) -> dict[str, dict]:
+    """Add driver and NIC firmware from the hooks' per-node state files to the
+    NCCL versions the tasks captured, so each baseline says what it was taken under."""
+    from ..inventory import read_state_versions
+
+    state, _bad = read_state_versions(config["hooks"]["state_dir"])
+    out = {n: dict(v) for n, v in versions.items()}
+    for node, ver in state.items():
+        for key in ("driver", "nic_fw"):
+            if ver.get(key):
+                out.setdefault(node, {}).setdefault(key, ver[key])
+    return out
+
+
 def record(config, run_id: str, when: float, scope: list[str], raw: list[dict], analysis: Analysis,
            versions: dict) -> None:
     from .store import RunRecord, open_store

@@ -63,6 +63,14 @@ class Store:
     def baselines(self, nodes: list[str] | None = None, test: str = "all_reduce") -> dict[str, float]:
         raise NotImplementedError
 
+    def last_verdict(self, node: str) -> dict | None:
+        """The node's verdict in its latest run: {run_id, time, verdict, score}, or None."""
+        raise NotImplementedError
+
+    def baseline(self, node: str, test: str = "all_reduce") -> dict | None:
+        """The node's baseline for `test` with the versions it was taken under, or None."""
+        raise NotImplementedError
+
     def node_history(self, node: str) -> list[dict]:
         raise NotImplementedError
 
@@ -184,6 +192,21 @@ class SqliteStore(Store):
         rows = self.db.execute("SELECT node, score FROM baselines WHERE test = ?", (test,)).fetchall()
         wanted = set(nodes) if nodes is not None else None
         return {n: s for n, s in rows if wanted is None or n in wanted}
+
+    def last_verdict(self, node) -> dict | None:
+        row = self.db.execute("""
+            SELECT r.id, r.time, v.verdict, v.score FROM verdicts v JOIN runs r ON r.id = v.run_id
+            WHERE v.node = ? ORDER BY r.time DESC, r.id DESC LIMIT 1""", (node,)).fetchone()
+        if row is None:
+            return None
+        return {"run_id": row[0], "time": row[1], "verdict": row[2], "score": row[3]}
+
+    def baseline(self, node, test="all_reduce") -> dict | None:
+        row = self.db.execute("SELECT score, driver, nccl, nic_fw, run_id, time FROM baselines WHERE node=? AND test=?",
+                              (node, test)).fetchone()
+        if row is None:
+            return None
+        return dict(zip(("score", "driver", "nccl", "nic_fw", "run_id", "time"), row))
 
     def node_history(self, node) -> list[dict]:
         rows = self.db.execute("SELECT time, kind, detail, run_id FROM events WHERE node = ? ORDER BY time DESC, id DESC",

@@ -190,7 +190,8 @@ def _analyze(args, config) -> int:
 
         drained = runner.drain_failures(get_adapter(config), analysis, log=lambda m: print(m, file=sys.stderr))
         analysis.drain = drained
-        runner.record(config, run_id, when, scope or sorted(analysis.nodes), raw, analysis, versions)
+        runner.record(config, run_id, when, scope or sorted(analysis.nodes), raw, analysis,
+                      runner.with_host_versions(config, versions))
         if config["hooks"]["metrics_dir"]:
             from ..metrics import write_burnin_metrics
 

@@ -80,15 +80,7 @@ class CliAdapter(SlurmAdapter):
             jobs = json.loads(text)["jobs"]
         except (ValueError, KeyError, TypeError) as exc:
             raise SlurmError(f"squeue --json: unreadable output ({exc})") from None
-        wanted = set(job_ids)
-        out = {}
-        for j in jobs:
-            jid, arr, task = str(j.get("job_id")), j.get("array_job_id"), j.get("array_task_id")
-            is_task = bool(arr) and isinstance(task, int) and task < 4294967294
-            key = f"{arr}_{task}" if is_task else jid
-            if {jid, key, str(arr)} & wanted:
-                out[key] = str(j.get("job_state", "UNKNOWN"))
-        return out
+        return job_states_from(jobs, job_ids)
 
     def reservations(self) -> list[str]:
         text = self._run("scontrol", "show", "reservation", "--oneliner")
@@ -156,10 +148,31 @@ def parse_scontrol_node(text: str) -> list[NodeInfo]:
     return out
 
 
+def job_states_from(jobs: list, job_ids: list[str]) -> dict[str, str]:
+    """Job (or array task "J_T") -> state from squeue --json / slurmrestd jobs."""
+    wanted = set(job_ids)
+    out = {}
+    for j in jobs:
+        jid, arr, task = str(j.get("job_id")), j.get("array_job_id"), j.get("array_task_id")
+        is_task = bool(arr) and isinstance(task, int) and task < 4294967294
+        key = f"{arr}_{task}" if is_task else jid
+        if {jid, key, str(arr)} & wanted:
+            state = j.get("job_state", "UNKNOWN")
+            out[key] = str(state[0] if isinstance(state, list) and state else state)
+    return out
+
+
 def parse_sinfo_json(text: str) -> list[NodeInfo]:
     """Nodes from `sinfo --json` (22.05+: a drained idle node is state idle + flag DRAIN)."""
     try:
-        data = json.loads(text)
+        return nodes_from(json.loads(text), "sinfo --json")
+    except ValueError as exc:
+        raise SlurmError(f"sinfo --json: unreadable output ({exc})") from None
+
+
+def nodes_from(data, source: str) -> list[NodeInfo]:
+    """NodeInfo list from a `{"nodes": [...]}` document (sinfo --json or slurmrestd)."""
+    try:
         raw = data["nodes"]
         if not isinstance(raw, list):
             raise TypeError("'nodes' is not a list")
@@ -172,5 +185,5 @@ def parse_sinfo_json(text: str) -> list[NodeInfo]:
                 base, flags = str(state).lower(), tuple(str(f).upper() for f in n.get("state_flags", []))
             nodes[n["name"]] = NodeInfo(n["name"], base, flags, n.get("reason") or "")
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise SlurmError(f"sinfo --json: unreadable output ({type(exc).__name__}: {exc})") from None
+        raise SlurmError(f"{source}: unreadable output ({type(exc).__name__}: {exc})") from None
     return list(nodes.values())
