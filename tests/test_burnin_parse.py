@@ -112,3 +112,24 @@ def test_cli_parse_json_schema(samples, tmp_path):
     bad.write_text("nothing here")
     p = subprocess.run([sys.executable, "-m", "slurmqual", "burnin", "parse", str(bad), "--json"], capture_output=True, text=True)
     assert p.returncode == 1 and json.loads(p.stdout)["ok"] is False
+
+
+def _stand_in(tmp_path, model, hosts):
+    import os
+
+    fm = tmp_path / "fabric.json"
+    fm.write_text(json.dumps(model))
+    exe = os.path.join(os.path.dirname(__file__), "fakebin", "all_reduce_perf")
+    env = {"PATH": "/usr/bin:/bin", "SLURMQUAL_FABRIC_MODEL": str(fm)}
+    p = subprocess.run([sys.executable, exe, "-b", "1G", "-e", "8G", "--hosts", hosts], capture_output=True, text=True, env=env)
+    return p.returncode, parse(p.stdout)
+
+
+def test_stand_in_output_parses_with_modelled_bandwidth(tmp_path):
+    rc, r = _stand_in(tmp_path, {"base": 400, "nodes": {"b": 0.5}, "links": {"a,c": 0.25}}, "a,b")
+    assert rc == 0 and r.ok and r.hosts == ["a", "b"] and [x.size for x in r.rows] == [1 << 30, 2 << 30, 4 << 30, 8 << 30]
+    assert r.busbw_at(8 << 30) == round(400 * 0.5 * 8192 / (8192 + 64), 2)  # node factor, size ramp
+    _, link = _stand_in(tmp_path, {"base": 400, "links": {"a,c": 0.25}}, "c,a")
+    assert link.busbw_at(8 << 30) == round(100 * 8192 / (8192 + 64), 2)
+    rc, failed = _stand_in(tmp_path, {"fail": ["b"]}, "a,b")
+    assert rc == 1 and not failed.ok and any("Test NCCL failure" in p for p in failed.problems)

@@ -127,3 +127,15 @@ def test_pending_migrations_apply_in_order(tmp_path, monkeypatch):
                                                                "INSERT INTO extra VALUES (7)"])
     s = store_mod.open_store(path)
     assert s.version() == len(MIGRATIONS) + 2 and s.db.execute("SELECT x FROM extra").fetchone() == (7,)
+
+
+def test_baseline_versions_come_from_task_and_hook_state(tmp_path):
+    from slurmqual.burnin.runner import with_host_versions
+
+    nodes = tmp_path / "state" / "nodes"
+    nodes.mkdir(parents=True)
+    (nodes / "n1.json").write_text(json.dumps({"node": "n1", "versions": {"driver": "550.54.15", "nic_fw": "28.39.1002",
+                                                                          "nccl": "9.9.9"}}))
+    (nodes / "n2.json").write_text("{broken")
+    out = with_host_versions({"hooks": {"state_dir": str(tmp_path / "state")}}, {"n1": {"nccl": "2.21.5"}})
+    assert out == {"n1": {"nccl": "2.21.5", "driver": "550.54.15", "nic_fw": "28.39.1002"}}
