@@ -139,3 +139,52 @@ def test_baseline_versions_come_from_task_and_hook_state(tmp_path):
     (nodes / "n2.json").write_text("{broken")
     out = with_host_versions({"hooks": {"state_dir": str(tmp_path / "state")}}, {"n1": {"nccl": "2.21.5"}})
     assert out == {"n1": {"nccl": "2.21.5", "driver": "550.54.15", "nic_fw": "28.39.1002"}}
+
+
+def test_reanalysing_an_older_run_keeps_the_newer_baseline(tmp_path):
+    s = open_store(str(tmp_path / "s.db"))
+    s.record_run(RunRecord("r2", 2000.0, ["n1"]), MEAS, dict(ANALYSIS, drain=[], nodes={"n1": {"verdict": "pass", "score": 390.0}}))
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS)
+    assert s.baseline("n1")["score"] == 390.0 and s.baseline("n1")["run_id"] == "r2"
+
+
+def test_locked_store_is_a_clear_error_and_changes_nothing(tmp_path):
+    path = str(tmp_path / "s.db")
+    s = open_store(path)
+    s.db.execute("PRAGMA busy_timeout = 100")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="could not record run r1"):
+            s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS)
+    finally:
+        other.execute("ROLLBACK")
+    assert counts(path)["runs"] == 0
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS)  # the connection is still usable
+    assert counts(path)["runs"] == 1
+
+
+def test_analyze_run_dir_reports_untested_and_unfinished_tasks(tmp_path):
+    run = tmp_path / "runs" / "r9"
+    (run / "results").mkdir(parents=True)
+    scope = ["n1", "n2", "n3", "n4", "n5", "n6"]
+    (run / "plan.json").write_text(json.dumps({"run_id": "r9", "scope": scope, "groups": [scope[:4], scope[4:]],
+                                               "time": 1000.0}))
+    ref = 8589934592
+    pairs = [("n1", "n2"), ("n3", "n4"), ("n1", "n3"), ("n2", "n4"), ("n1", "n4"), ("n2", "n3")]
+    ms = [{"nodes": list(p), "busbw": 380.0 * (0.7 if "n4" in p else 1), "size": ref, "test": "all_reduce", "ok": True}
+          for p in pairs]
+    (run / "results" / "task-0.json").write_text(json.dumps({"task": "0", "complete": True, "measurements": ms,
+                                                             "versions": {"n1": {"nccl": "2.21.5"}}}))
+    (run / "results" / "task-1.json").write_text(json.dumps({"task": "1", "complete": False, "measurements": [],
+                                                             "versions": {}}))
+    p = _cli(tmp_path, "burnin", "analyze", str(run), "--json", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["nodes"]["n4"] == {"verdict": "fail", "score": 266.0} and out["drain"] == ["n4"]
+    assert out["nodes"]["n5"] == out["nodes"]["n6"] == {"verdict": "untested", "score": None}
+    assert "task 1 did not finish: its untested nodes are reported untested" in out["problems"]
+    assert json.loads((run / "analysis.json").read_text()) == out
+    (run / "results" / "task-0.json").write_text("{trunc")
+    p = _cli(tmp_path, "burnin", "analyze", str(run), "--dry-run")
+    assert p.returncode == 2 and "unreadable task result" in p.stderr

@@ -2,7 +2,6 @@
 
 import json
 import re
-import os
 import shutil
 import subprocess
 import tempfile

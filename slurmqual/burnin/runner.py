@@ -102,6 +102,20 @@ def load_run(run_dir: str) -> tuple[dict, list[dict], dict]:
     return plan, measurements, versions
 
 
+def incomplete_tasks(run_dir: str) -> list[str]:
+    """Tasks whose result file is a checkpoint (the task was killed mid-way)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "results", "task-*.json"))):
+        try:
+            with open(path) as fh:
+                res = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if res.get("complete") is False:
+            out.append(str(res.get("task")))
+    return out
+
+
 def load_jsonl(path: str) -> list[dict]:
     out = []
     try:
@@ -179,13 +193,7 @@ def record(config, run_id: str, when: float, scope: list[str], raw: list[dict], 
 
 
 def baselines_from_store(config) -> dict[str, float]:
-    from .store import StoreError, open_store
+    from .store import existing
 
-    try:
-        store = open_store(config["store"]["path"], create=False)
-    except StoreError:
-        return {}
-    try:
-        return store.baselines()
-    finally:
-        store.close()
+    with existing(config["store"]["path"]) as store:
+        return store.baselines() if store else {}

@@ -13,6 +13,8 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # Ordered migrations: index + 1 is the schema version they bring the store to.
@@ -90,6 +92,7 @@ class SqliteStore(Store):
             raise StoreError(f"{path}: no store yet (run a burn-in first)")
         if create:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.path = path
         try:
             self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=DELETE")
@@ -128,8 +131,8 @@ class SqliteStore(Store):
     def record_run(self, run, measurements, analysis, versions=None, test="all_reduce") -> None:
         versions = versions or {}
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
         try:
+            db.execute("BEGIN IMMEDIATE")
             for table in ("measurements", "verdicts", "events"):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.id,))
             db.execute("DELETE FROM runs WHERE id = ?", (run.id,))
@@ -146,14 +149,16 @@ class SqliteStore(Store):
                 events.append((n, run.time, "burnin", f"{v['verdict']} score={v['score']}", run.id))
                 if v["verdict"] == "pass" and v["score"] is not None and not analysis["guard_tripped"]:
                     ver = versions.get(n, {})
-                    old = db.execute("SELECT nccl, driver, nic_fw FROM baselines WHERE node=? AND test=?",
+                    old = db.execute("SELECT nccl, driver, nic_fw, time FROM baselines WHERE node=? AND test=?",
                                      (n, test)).fetchone()
+                    if old and old[3] > run.time:
+                        continue  # re-analysing an older run never replaces a newer baseline
                     db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?)",
                                (n, test, v["score"], ver.get("driver"), ver.get("nccl"), ver.get("nic_fw"),
                                 run.id, run.time))
                     events.append((n, run.time, "baseline", f"{test} {v['score']} GB/s", run.id))
                     if old:
-                        for key, before in zip(("nccl", "driver", "nic_fw"), old):
+                        for key, before in zip(("nccl", "driver", "nic_fw"), old[:3]):
                             now = ver.get(key)
                             if before and now and before != now:
                                 events.append((n, run.time, "version_change", f"{key} {before} -> {now}", run.id))
@@ -161,8 +166,13 @@ class SqliteStore(Store):
                 events.append((n, run.time, "drain", f"burnin score {analysis['nodes'][n]['score']}", run.id))
             db.executemany("INSERT INTO events (node, time, kind, detail, run_id) VALUES (?,?,?,?,?)", events)
             db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: could not record run {run.id}: {exc}") from None
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     def add_event(self, node, kind, detail, when=None, run_id=None) -> None:
@@ -226,3 +236,17 @@ class SqliteStore(Store):
 
 def open_store(path: str, create: bool = True) -> Store:
     return SqliteStore(path, create=create)
+
+
+@contextmanager
+def existing(path: str) -> Iterator[Store | None]:
+    """The store at path, or None when there is none yet (a new cluster)."""
+    try:
+        store = open_store(path, create=False)
+    except StoreError:
+        yield None
+        return
+    try:
+        yield store
+    finally:
+        store.close()

@@ -125,25 +125,33 @@ def planned_rounds(run_dir: str, nodes: list[str], count: int) -> list[list[tupl
     return [[(a, b) for a, b in rnd if a in mine and b in mine] for rnd in explicit]
 
 
-def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict) -> dict:
-    """The whole task: intra, pair rounds, optional group; returns the result dict."""
+def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint=None) -> dict:
+    """The whole task: intra, pair rounds, optional group; returns the result dict.
+    `checkpoint(result)` is called after every batch, so a task killed at its
+    time limit still leaves what it measured (the rest is reported untested)."""
     log_dir = os.path.join(run_dir, "logs", f"task-{task_id}")
     os.makedirs(log_dir, exist_ok=True)
-    started = time.time()
-    measurements: list[dict] = []
+    result = {"task": task_id, "nodes": nodes, "started": time.time(), "finished": None, "complete": False,
+              "measurements": [], "versions": {}}
+
+    def add(batch: list[dict]) -> None:
+        result["measurements"] += batch
+        for m in batch:
+            if m.get("nccl"):
+                for n in m["nodes"]:
+                    result["versions"].setdefault(n, {})["nccl"] = m["nccl"]
+        if checkpoint is not None:
+            checkpoint(result)
+
     for test in cfg["tests"]:
-        measurements += run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra")
+        add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra"))
         for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):
-            measurements += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}")
+            add(run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}"))
         if cfg["all_node_run"] and len(nodes) > 2:
-            measurements += run_batch(cfg, test, [nodes], log_dir, "group")
-    versions: dict[str, dict] = {}
-    for m in measurements:
-        if m.get("nccl"):
-            for n in m["nodes"]:
-                versions.setdefault(n, {})["nccl"] = m["nccl"]
-    return {"task": task_id, "nodes": nodes, "started": started, "finished": time.time(),
-            "measurements": measurements, "versions": versions}
+            add(run_batch(cfg, test, [nodes], log_dir, "group"))
+    result["finished"] = time.time()
+    result["complete"] = True
+    return result
 
 
 def write_result(run_dir: str, result: dict) -> str:

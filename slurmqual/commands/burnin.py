@@ -52,13 +52,14 @@ def main(args: argparse.Namespace) -> int:
 
         return report_main(args)
     from ..burnin.runner import BurninError
+    from ..burnin.store import StoreError
     from ..config import ConfigError, load
     from ..slurm import SlurmError
 
     try:
         config = load(args.config)
         return {"submit": _submit, "watch": _watch, "analyze": _analyze, "task": _task}[args.action](args, config)
-    except (ConfigError, SlurmError, BurninError) as exc:
+    except (ConfigError, SlurmError, BurninError, StoreError) as exc:
         return _err(str(exc))
 
 
@@ -185,6 +186,9 @@ def _analyze(args, config) -> int:
         plan, raw, versions = runner.load_run(run_dir)
         scope, run_id, when = plan["scope"], plan["run_id"], plan["time"]
     analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config))
+    if run_dir:
+        analysis.problems += [f"task {t} did not finish: its untested nodes are reported untested"
+                              for t in runner.incomplete_tasks(run_dir)]
     if not args.dry_run:
         from ..slurm import get_adapter
 
@@ -210,8 +214,10 @@ def _task(args, config) -> int:
     if not nodelist:
         return _err("burnin task runs inside a Slurm job (no SLURM_JOB_NODELIST)")
     task_id = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
-    result = run_task(_run_dir(config, args.run), task_id, expand(nodelist), config["burnin"])
-    path = write_result(_run_dir(config, args.run), result)
+    run_dir = _run_dir(config, args.run)
+    result = run_task(run_dir, task_id, expand(nodelist), config["burnin"],
+                      checkpoint=lambda partial: write_result(run_dir, partial))
+    path = write_result(run_dir, result)
     bad = sum(1 for m in result["measurements"] if not m["ok"])
     print(f"task {task_id}: {len(result['measurements'])} tests ({bad} test errors) -> {path}")
     return 0

@@ -63,12 +63,10 @@ def render_human(node: str, results: list[CheckResult], colour: bool) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from ..checks import REGISTRY
-    from ..config import ConfigError, load
+    from . import load_config
 
-    try:
-        config = load(args.config)
-    except ConfigError as exc:
-        print(f"slurmqual: {exc}", file=sys.stderr)
+    config = load_config(args.config)
+    if config is None:
         return 2
     names = None
     if args.only:

@@ -77,14 +77,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _history(config, nodes: list[str], kind: str, detail: str) -> None:
     """Record admin drains/resumes in the store's history when this host has the store."""
-    from ..burnin.store import StoreError, open_store
+    from ..burnin.store import existing
 
-    try:
-        store = open_store(config["store"]["path"], create=False)
-    except StoreError:
-        return
-    try:
-        for n in nodes:
+    with existing(config["store"]["path"]) as store:
+        for n in nodes if store else []:
             store.add_event(n, kind, detail)
-    finally:
-        store.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 
 def register(p: argparse.ArgumentParser, _name: str) -> None:
@@ -14,28 +13,18 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 def _nccl_versions(config) -> dict[str, str]:
     """NCCL version per node from the burn-in store's baselines, when there is a store."""
-    try:
-        from ..burnin.store import open_store
-    except ImportError:
-        return {}
-    try:
-        store = open_store(config["store"]["path"], create=False)
-    except Exception:  # noqa: BLE001 - no store yet is normal on a new cluster
-        return {}
-    try:
-        return store.nccl_versions()
-    finally:
-        store.close()
+    from ..burnin.store import existing
+
+    with existing(config["store"]["path"]) as store:
+        return store.nccl_versions() if store else {}
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, load
     from ..inventory import build, render
+    from . import load_config
 
-    try:
-        config = load(args.config)
-    except ConfigError as exc:
-        print(f"slurmqual: {exc}", file=sys.stderr)
+    config = load_config(args.config)
+    if config is None:
         return 2
     inv = build(config["hooks"]["state_dir"], _nccl_versions(config))
     print(json.dumps(inv.to_dict()) if args.json else render(inv))

@@ -113,28 +113,18 @@ def render(table: list[dict], counts: dict[str, int]) -> str:
 
 def _burnin_facts(config, names: list[str]) -> dict[str, dict]:
     """Last burn-in per node from the store, in bulk; {} when there is no store yet."""
-    try:
-        from ..burnin.store import open_store
-    except ImportError:
-        return {}
-    path = config["store"]["path"]
-    if not os.path.exists(path):
-        return {}
-    store = open_store(path, create=False)
-    try:
-        return store.last_burnin(names)
-    finally:
-        store.close()
+    from ..burnin.store import existing
+
+    with existing(config["store"]["path"]) as store:
+        return store.last_burnin(names) if store else {}
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, load
     from ..slurm import SlurmError, get_adapter
+    from . import load_config
 
-    try:
-        config = load(args.config)
-    except ConfigError as exc:
-        print(f"slurmqual: {exc}", file=sys.stderr)
+    config = load_config(args.config)
+    if config is None:
         return 2
     try:
         nodes = get_adapter(config).node_info(args.hostlist)
