@@ -66,7 +66,7 @@ def test_nccl_failure_abort_is_not_a_measurement(samples):
 
 def test_2018_format_with_immediate_failure(samples):
     r = load(samples, "allreduce_2018_nccl1_res_column_header_then_NCCL_failure.txt")
-    assert not r.ok and r.hosts == ["node03"] and r.nccl_version == "1.0"
+    assert not r.ok and r.hosts == ["node03"] and r.nccl_version == "1.0" and r.rows == []
     assert any("unhandled cuda error" in p for p in r.problems)
 
 

@@ -157,8 +157,14 @@ def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
         if i is not None and i.drained and not reasons.is_ours(i.reason):
             log(f"{node}: already drained by someone else ({i.reason!r}); left alone")
             continue
+        if i is not None and i.hands_off and not i.drained:
+            log(f"{node}: failing but {i.state} ({','.join(i.flags)}): left alone")
+            continue
         score = analysis.nodes[node]["score"]
         reason = reasons.make("burnin", f"busbw {score:.1f} GB/s < {analysis.threshold:.0%} of median {median:.1f}")
+        if i is not None and i.reason == reason:
+            done.append(node)  # re-analysis: already drained by this very verdict
+            continue
         try:
             adapter.drain([node], reason)
             done.append(node)
