@@ -35,7 +35,10 @@ class FabricCfg(_Strict):
 
 class DcqcnCfg(_Strict):
     priorities: list[int] = Field(default_factory=lambda: list(range(8)))
-    mlxconfig: bool = True  # standard level: also query firmware
+    # Standard level: also query the firmware with mlxconfig. "auto": when the
+    # tool is installed (a missing tool is noted, not judged); true: required,
+    # a missing mlxconfig is an error; false: never.
+    mlxconfig: bool | Literal["auto"] = "auto"
     prio_mask: int = Field(255, ge=0, le=255)
 
     @field_validator("priorities")
@@ -103,7 +106,6 @@ class HooksCfg(_Strict):
     syslog: bool = True
     state_dir: str = "/var/lib/slurmqual/state"
     metrics_dir: str | None = None
-    plugin_dir: str | None = None
 
 
 class RestCfg(_Strict):

@@ -106,8 +106,6 @@ def _run(hook: str, env: dict, config, log) -> int:
 
     check_root_only(config.path or "", "site config")
     check_root_only(config["hooks"]["state_dir"], "state dir")
-    if config["hooks"]["plugin_dir"]:
-        check_root_only(config["hooks"]["plugin_dir"], "plugin dir")
     node = node_name(env)
     deadline = time.monotonic() + config["hooks"]["deadline_s"]
     results, ctx = evaluate_with_context(config.node_root(node), config, LEVEL[hook], config.checks_for(hook), deadline)

@@ -53,8 +53,8 @@ def run(ctx) -> CheckResult:
                                     for p in cfg["priorities"]} for kind in ("roce_rp", "roce_np")}
     problems, devices = judge_sysfs(flags, cfg["priorities"])
     note = ""
-    if ctx.level == "standard" and cfg["mlxconfig"]:
-        fw_problems, fw_devices, note = _firmware(ctx, ports, cfg["prio_mask"])
+    if ctx.level == "standard" and cfg["mlxconfig"] is not False:
+        fw_problems, fw_devices, note = _firmware(ctx, ports, cfg["prio_mask"], required=cfg["mlxconfig"] is True)
         if fw_problems is None:
             return CheckResult(NAME, Status.ERROR, note, devices)
         problems += fw_problems
@@ -65,15 +65,16 @@ def run(ctx) -> CheckResult:
     return CheckResult(NAME, Status.PASS, f"DCQCN rp/np enabled on prio {prios} for {len(flags)} RoCE netdevs{note}")
 
 
-def _firmware(ctx, ports, want: int):
+def _firmware(ctx, ports, want: int, required: bool):
     """Query each PCI function's firmware setting. Returns (problems, devices, note);
-    problems is None when a query failed (hung or broken mlxconfig)."""
+    problems is None when a query failed (hung or broken mlxconfig, or a missing
+    one where the site requires it)."""
     problems, devices = [], []
     for pci in sorted({p.pci for p in ports if p.pci}):
         try:
             out = ctx.run_command(["mlxconfig", "-d", pci, "query", "ROCE_CC_PRIO_MASK_P1", "ROCE_CC_PRIO_MASK_P2"])
         except CommandError as exc:
-            if "command not found" in str(exc):
+            if "command not found" in str(exc) and not required:
                 return problems, devices, " (mlxconfig not installed: firmware setting not checked)"
             return None, [], f"mlxconfig query failed: {exc}"
         values = parse_mlxconfig(out.stdout)

@@ -35,9 +35,16 @@ def list_ports(fs: FsRoot, ignore: list[str] | tuple = ()) -> list[Port]:
     for dev in fs.listdir("/sys/class/infiniband"):
         if dev in ignore:
             continue
-        devpath = fs.realpath(f"/sys/class/infiniband/{dev}/device")
-        pci = devpath.rsplit("/", 1)[-1] if fs.isdir(f"/sys/class/infiniband/{dev}/device") else None
-        for p in fs.listdir(f"/sys/class/infiniband/{dev}/ports"):
+        base = f"/sys/class/infiniband/{dev}"
+        # A dangling class link or a device without ports/ must not make the
+        # NIC silently vanish from the count: it is bad input, say so.
+        if not fs.isdir(base):
+            raise FsError(base, f"dangling link to {fs.realpath(base)}, expected an RDMA device directory")
+        if not fs.isdir(f"{base}/ports"):
+            raise FsError(f"{base}/ports", "missing: RDMA device without ports")
+        devpath = fs.realpath(f"{base}/device")
+        pci = devpath.rsplit("/", 1)[-1] if fs.isdir(f"{base}/device") else None
+        for p in fs.listdir(f"{base}/ports"):
             if p.isdigit():
                 ports.append(Port(dev, int(p), pci))
     return ports
