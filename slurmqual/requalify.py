@@ -157,7 +157,7 @@ class Requalify:
 
         started = time.time()
         for n in self.nodes:
-            argv = [*self.adapter.srun_argv(), f"--reservation={self.reservation}", f"--job-name={self.reservation}", "-N1", "-n1", f"--nodelist={n}", "--time=5", "--export=ALL",
+            argv = [*self.adapter.srun_argv(), f"--reservation={self.reservation}", f"--job-name={self.reservation}", "--immediate=30", "-N1", "-n1", f"--nodelist={n}", "--time=5", "--export=ALL",
                     *exe, "--node", n]
             env = dict(os.environ)
             if getattr(self.adapter, "slurm_conf", None):

@@ -11,6 +11,9 @@ from slurmqual.fsroot import FsRoot
 from slurmqual.nodetree import NodeSpec, build
 
 
+FAST = ["peermem", "nic_link", "dcqcn", "gpu_nic_affinity", "gpu_count", "pcie_link", "ib_counters"]
+
+
 def config(**sections) -> Config:
     """Validated config with some sections overridden, e.g. config(fabric={"nics": 8})."""
     return Config(SiteConfig.model_validate(sections).model_dump())
@@ -25,3 +28,10 @@ def tree(tmp_path, spec: NodeSpec | str = "h100-roce-healthy", name: str = "node
 def check(root: str, name: str, cfg: Config | None = None, level: str = "fast"):
     ctx = Context(FsRoot(root), cfg or config(), level=level, command_timeout=5)
     return run_one(REGISTRY[name], ctx)
+
+
+FULL = config(node={"gpus": 8}, fabric={"nics": 8, "rate_gbps": 400})
+
+
+def context(root: str, cfg: Config | None = None, level: str = "fast", **kw) -> Context:
+    return Context(FsRoot(root), cfg or config(), level=level, **kw)

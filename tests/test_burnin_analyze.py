@@ -114,3 +114,20 @@ def test_retest_plan_uses_distinct_good_partners():
         partners = [p[1] for p in rnd]
         assert len(set(partners)) == len(partners)
     assert {p[1] for rnd in plan for p in rnd if p[0] == "s1"} == {"g1", "g3"}
+
+
+def test_ambiguous_slow_node_or_slow_link_convicts_nobody():
+    # gpu1 is slow with gpu2 and gpu3; gpu3 is slow with gpu1 and gpu6. "gpu1 slow
+    # + bad link 3-6" and "gpu3 slow + bad link 1-2" fit equally: no drain, both
+    # retest against proven-good nodes, whatever order the nodes come in.
+    pairs = {("gpu2", "gpu7"): 392.8, ("gpu3", "gpu6"): 191.2, ("gpu4", "gpu5"): 380.6, ("gpu1", "gpu2"): 268.5,
+             ("gpu4", "gpu7"): 388.5, ("gpu5", "gpu6"): 373.4, ("gpu1", "gpu3"): 261.2, ("gpu4", "gpu2"): 372.9,
+             ("gpu6", "gpu7"): 396.7}
+    ms = [Measurement(p, bw, REF, "all_reduce") for p, bw in pairs.items()]
+    for order in (ms, ms[::-1]):
+        a = analyze(order)
+        assert a.drain == [] and {n for n, v in a.nodes.items() if v["verdict"] == "retest"} == {"gpu1", "gpu3"}
+        assert all(a.nodes[g]["verdict"] == "pass" for rnd in a.retest_plan for _s, g in rnd)
+    # One more pair that clears gpu3 settles it: gpu1 is the slow node.
+    a = analyze(ms + [Measurement(("gpu3", "gpu5"), 381.0, REF, "all_reduce")])
+    assert a.drain == ["gpu1"] and a.suspect_links == [["gpu3", "gpu6"]]

@@ -19,7 +19,10 @@ pytestmark = pytest.mark.slurm
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = start_cluster("hooks", 4)
+    # The healthcheck skips gpu_count here, so the prolog test can break a node
+    # that only the prolog notices (no race with the periodic healthcheck).
+    c = start_cluster("hooks", 4, sq_extra='[checks]\nhealthcheck = ["peermem", "nic_link", "dcqcn", '
+                      '"gpu_nic_affinity", "pcie_link", "ib_counters", "versions"]\n')
     yield c
     stop_cluster(c)
 
@@ -75,16 +78,20 @@ def test_prolog_requeues_job_on_broken_node_and_is_silent_on_healthy(cluster, tm
     prolog_calls = [c for c in cluster.slurm_calls()[calls_before:] if " prolog " in c]
     assert prolog_calls == []  # a passing prolog never talks to slurmctld
 
-    remove_module(cluster.tree("n4"), "nvidia_peermem")
+    gpu = os.path.join(cluster.tree("n4"), "sys/bus/pci/devices/0000:18:00.0")
+    target = os.readlink(gpu)
+    os.unlink(gpu)  # GPU 0 fell off the bus
+    job = None
     try:
-        job = cluster.run("sbatch", "--parsable", "-w", "n4", "--wrap", "true").stdout.strip()
+        job = cluster.run("sbatch", "--parsable", "-w", "n4", "-o", "/dev/null", "--wrap", "true").stdout.strip()
         cluster.wait_for(lambda: "n4" in reasons(cluster), 60, "n4 drained")
-        assert reasons(cluster)["n4"].startswith("slurmqual: peermem:")
+        assert reasons(cluster)["n4"] == "slurmqual: gpu_count: 7 GPUs on PCI, expected 8"
         cluster.wait_for(lambda: "requeued held" in _job_state(cluster, job).lower(), 60, "job requeued held")
         assert [c for c in cluster.slurm_calls() if " n4 prolog scontrol update" in c]
     finally:
-        cluster.run("scancel", job, check=False)
-        add_module(cluster.tree("n4"), "nvidia_peermem")
+        if job:
+            cluster.run("scancel", job, check=False)
+        os.symlink(target, gpu)
         cluster.wait_for(lambda: "n4" not in reasons(cluster), 60, "n4 resumed by healthcheck")
 
 

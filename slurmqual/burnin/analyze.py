@@ -125,23 +125,31 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
         for n in m.nodes:
             pairs_of.setdefault(n, []).append(m)
 
+    def partner(m: Measurement, node: str) -> str:
+        return m.nodes[1] if m.nodes[0] == node else m.nodes[0]
+
     def unexplained(node: str) -> list[Measurement]:
-        return [m for m in pairs_of.get(node, ()) if (m.nodes[1] if m.nodes[0] == node else m.nodes[0]) not in bad]
+        return [m for m in pairs_of.get(node, ()) if partner(m, node) not in bad]
+
+    def guilty(node: str, also_bad: set[str]) -> bool:
+        """Slow with every partner not (assumed) bad, or intra-slow with pairs that agree."""
+        mine = [m for m in pairs_of.get(node, ()) if partner(m, node) not in bad and partner(m, node) not in also_bad]
+        n_slow = sum(slow[id(m)] for m in mine)
+        return (len(mine) >= 2 and n_slow == len(mine)) or (node in intra_slow and 2 * n_slow >= len(mine))
 
     # 2. A node slow with at least two different partners (that are not bad
     #    themselves) is the slow one; so is an intra-slow node whose pairs agree
     #    (or that has no pairs). Repeat: each new bad node explains its pairs.
-    changed = True
-    while changed:
-        changed = False
-        for n in all_nodes:
-            if n in bad:
-                continue
-            mine = unexplained(n)
-            n_slow = sum(slow[id(m)] for m in mine)
-            if (len(mine) >= 2 and n_slow == len(mine)) or (n in intra_slow and 2 * n_slow >= len(mine)):
-                bad.add(n)
-                changed = True
+    #    Order-independent: a candidate is convicted only if it stays guilty
+    #    when every other candidate is assumed bad too. Two slow nodes paired
+    #    together both stay guilty; "A slow or B slow?" with the same evidence
+    #    for both convicts neither (both get retest).
+    while True:
+        cands = {n for n in all_nodes if n not in bad and guilty(n, set())}
+        robust = {n for n in cands if guilty(n, cands)}  # a node is never its own partner
+        if not robust:
+            break
+        bad |= robust
 
     # 3. What is left: slow pairs between nodes that are not bad.
     retest: set[str] = intra_slow - bad  # intra says slow, its pairs say fine: look again

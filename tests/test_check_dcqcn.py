@@ -1,0 +1,106 @@
+"""dcqcn: sysfs ECN rp/np flags per priority; at standard level the firmware
+mask from mlxconfig (real output), hung and missing tool; n/a on InfiniBand."""
+
+import os
+import time
+
+from nodes import check, config, context, tree
+from slurmqual.checks import REGISTRY, run_one
+from slurmqual.checks.dcqcn import judge_sysfs, parse_mlxconfig
+from slurmqual.result import Status
+
+SAMPLE = "mlx/mlxconfig_query_CX4Lx_dual_port_ROCE_CC_PRIO_MASK_P1_P2_DCQCN_full.txt"
+ALL = list(range(8))
+
+
+def _stub(tmp_path, body: str) -> str:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    stub = bindir / "mlxconfig"
+    stub.write_text("#!/bin/sh\n" + body + "\n")
+    stub.chmod(0o755)
+    return f"{bindir}:{os.environ['PATH']}"
+
+
+def test_judge_sysfs_pure():
+    on = {k: {p: "1" for p in ALL} for k in ("roce_rp", "roce_np")}
+    assert judge_sysfs({"ens1np0": on}, ALL) == ([], [])
+    off = {"roce_rp": {**on["roce_rp"], 3: "0"}, "roce_np": {p: "0" for p in ALL}}
+    problems, devices = judge_sysfs({"ens1np0": on, "ens2np0": off}, ALL)
+    assert devices == ["ens2np0"] and problems == ["ens2np0: rp off on prio 3; np off on prio 0,1,2,3,4,5,6,7"]
+    assert judge_sysfs({"ens2np0": off}, [5])[1] == ["ens2np0"]
+
+
+def test_dcqcn_off_example_and_partial_priorities(tmp_path):
+    r = check(tree(tmp_path, "dcqcn-off"), "dcqcn")
+    assert r.status is Status.FAIL and r.devices == ["ens3np0"] and "ROCE_CC_PRIO_MASK_P1=255" in r.hint
+    root = tree(tmp_path, name="p", dcqcn_off={4: [3]})
+    r = check(root, "dcqcn")
+    assert r.status is Status.FAIL and r.devices == ["ens5np0"] and "rp off on prio 3" in r.message
+    assert check(root, "dcqcn", config(checks={"dcqcn": {"priorities": [5]}})).status is Status.PASS
+
+
+def test_infiniband_is_not_applicable_not_pass(tmp_path):
+    r = check(tree(tmp_path, "h100-ib-healthy"), "dcqcn", level="standard")
+    assert r.status is Status.NA and "InfiniBand" in r.message
+
+
+def test_missing_ecn_file_is_error_with_path(tmp_path):
+    root = tree(tmp_path)
+    os.unlink(os.path.realpath(f"{root}/sys/class/net/ens1np0/ecn/roce_np/enable/7"))
+    r = check(root, "dcqcn")
+    assert r.status is Status.ERROR and "/sys/class/net/ens1np0/ecn/roce_np/enable/7: missing" in r.message
+
+
+def test_parse_real_mlxconfig_sample(samples):
+    assert parse_mlxconfig((samples / SAMPLE).read_text()) == {"ROCE_CC_PRIO_MASK_P1": 255, "ROCE_CC_PRIO_MASK_P2": 255}
+    assert parse_mlxconfig("garbage\n") == {}
+
+
+def test_firmware_mask_from_real_output_passes(tmp_path, samples, monkeypatch):
+    monkeypatch.setenv("PATH", _stub(tmp_path, f"cat '{samples / SAMPLE}'"))
+    r = check(tree(tmp_path), "dcqcn", level="standard")
+    assert r.status is Status.PASS and "mlxconfig" not in r.message, r
+
+
+def test_firmware_mask_lost_after_reimage_fails(tmp_path, samples, monkeypatch):
+    text = (samples / SAMPLE).read_text().replace("ROCE_CC_PRIO_MASK_P1                        255",
+                                                  "ROCE_CC_PRIO_MASK_P1                        0")
+    (tmp_path / "out.txt").write_text(text)
+    monkeypatch.setenv("PATH", _stub(tmp_path, "cat " + str(tmp_path / "out.txt")))
+    r = check(tree(tmp_path), "dcqcn", level="standard")
+    assert r.status is Status.FAIL and "ROCE_CC_PRIO_MASK_P1=0 (expected 255)" in r.message
+    assert len(r.devices) == 8 and r.devices[0] == "0000:19:00.0"  # NIC 0, beside GPU 0000:18:00.0
+
+
+def test_garbage_mlxconfig_output_is_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", _stub(tmp_path, "echo '-E- Failed to open device'"))
+    r = check(tree(tmp_path), "dcqcn", level="standard")
+    assert r.status is Status.ERROR and "no ROCE_CC_PRIO_MASK_P1 in output" in r.message
+
+
+def test_hung_mlxconfig_is_error_within_timeout(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", _stub(tmp_path, "sleep 60"))
+    ctx = context(tree(tmp_path), level="standard", command_timeout=0.5)
+    start = time.monotonic()
+    r = run_one(REGISTRY["dcqcn"], ctx)
+    assert time.monotonic() - start < 5
+    assert r.status is Status.ERROR and "timed out" in r.message
+
+
+def test_missing_mlxconfig_auto_notes_it_required_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    root = tree(tmp_path)
+    r = check(root, "dcqcn", level="standard")
+    assert r.status is Status.PASS and "mlxconfig not installed" in r.message
+    r = check(root, "dcqcn", config(checks={"dcqcn": {"mlxconfig": True}}), level="standard")
+    assert r.status is Status.ERROR and "mlxconfig: command not found" in r.message
+
+
+def test_fast_level_and_switched_off_never_run_mlxconfig(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("PATH", _stub(tmp_path, f"touch {marker}; exit 1"))
+    root = tree(tmp_path)
+    assert check(root, "dcqcn", level="fast").status is Status.PASS
+    assert check(root, "dcqcn", config(checks={"dcqcn": {"mlxconfig": False}}), level="standard").status is Status.PASS
+    assert not marker.exists()

@@ -1,0 +1,65 @@
+"""versions: driver / NIC firmware / kernel vs pins; recorded in ctx.memo["versions"]."""
+
+import os
+
+from nodes import config, context, tree
+from slurmqual.checks import REGISTRY, run_one
+from slurmqual.checks.versions import judge
+from slurmqual.result import Status
+
+FOUND = {"driver": "550.54.15", "nic_fw": "28.39.1002", "kernel": "6.1.0-18-amd64"}
+
+
+def test_judge_pure():
+    assert judge(FOUND, {}, {"28.39.1002"}).status is Status.PASS
+    assert judge(FOUND, dict(FOUND), {"28.39.1002"}).status is Status.PASS
+    r = judge(FOUND, {"kernel": "6.1.0-21-amd64"}, {"28.39.1002"})
+    assert r.status is Status.FAIL and r.devices == ["kernel"] and "kernel 6.1.0-18-amd64 (pinned 6.1.0-21-amd64)" in r.message
+    r = judge(dict(FOUND, driver=None), {"driver": "550.54.15"}, set())
+    assert "driver unknown (pinned 550.54.15)" in r.message
+
+
+def _run(root, cfg=None):
+    ctx = context(root, cfg, level="standard")
+    return run_one(REGISTRY["versions"], ctx), ctx
+
+
+def test_pins_and_memo(tmp_path):
+    root = tree(tmp_path, nic_fw={3: "28.36.1010"})
+    r, ctx = _run(root, config(checks={"versions": {"driver": "535.161.08"}}))
+    assert r.status is Status.FAIL
+    assert "driver 550.54.15 (pinned 535.161.08)" in r.message and "mixed firmware 28.36.1010, 28.39.1002" in r.message
+    assert ctx.memo["versions"] == {"driver": "550.54.15", "nic_fw": "28.36.1010,28.39.1002", "kernel": "6.1.0-18-amd64"}
+
+
+def test_healthy_pinned_passes_and_fw_pin_fails(tmp_path):
+    root = tree(tmp_path, "h100-ib-healthy")
+    r, ctx = _run(root, config(checks={"versions": FOUND}))
+    assert r.status is Status.PASS and ctx.memo["versions"] == FOUND
+    r, _ = _run(root, config(checks={"versions": {"nic_fw": "28.40.1000"}}))
+    assert r.status is Status.FAIL and "nic_fw 28.39.1002 (pinned 28.40.1000)" in r.message
+
+
+def test_open_module_version_line_parses(tmp_path):
+    root = tree(tmp_path, open_kernel_module=True, driver="560.35.03")
+    r, ctx = _run(root)
+    assert r.status is Status.PASS and ctx.memo["versions"]["driver"] == "560.35.03"
+
+
+def test_no_driver_loaded_is_recorded_as_absent(tmp_path):
+    root = tree(tmp_path)
+    os.unlink(f"{root}/proc/driver/nvidia/version")
+    r, ctx = _run(root)
+    assert r.status is Status.PASS and "driver" not in ctx.memo["versions"]
+
+
+def test_garbage_driver_version_and_missing_fw_are_errors(tmp_path):
+    root = tree(tmp_path)
+    with open(f"{root}/proc/driver/nvidia/version", "w") as fh:
+        fh.write("hello\n")
+    r, _ = _run(root)
+    assert r.status is Status.ERROR and "/proc/driver/nvidia/version" in r.message
+    root = tree(tmp_path, name="nofw")
+    os.unlink(os.path.realpath(f"{root}/sys/class/infiniband/mlx5_5/fw_ver"))
+    r, _ = _run(root)
+    assert r.status is Status.ERROR and "/sys/class/infiniband/mlx5_5/fw_ver: missing" in r.message
