@@ -243,10 +243,13 @@ def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
         taint = " (POE)" if name.startswith("nvidia") else ""
         lines.append(f"{name} {size} {refs} {deps} Live 0x0000000000000000{taint}")
     _write(f"{root}/proc/modules", "\n".join(lines))
-    kind = "Open Kernel Module for x86_64" if spec.open_kernel_module else "Kernel Module"
-    _write(f"{root}/proc/driver/nvidia/version",
-           f"NVRM version: NVIDIA UNIX x86_64 {kind}  {spec.driver}  Tue Mar  5 22:23:56 UTC 2024\n"
-           f"GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
+    # The two real first-line formats (proprietary / open GPU kernel module).
+    if spec.open_kernel_module:
+        nvrm = (f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {spec.driver}  Release Build  "
+                f"(dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:23:56 UTC 2024")
+    else:
+        nvrm = f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {spec.driver}  Tue Mar  5 22:23:56 UTC 2024"
+    _write(f"{root}/proc/driver/nvidia/version", f"{nvrm}\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
     for n, bdf in enumerate(gpu_bdfs):
         _write(f"{root}/proc/driver/nvidia/gpus/{bdf}/information",
                f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t {300 + n}\n"
