@@ -42,7 +42,7 @@ def test_rate_formats(tmp_path):
     root = tree(tmp_path, nics=1, gpus=1)
     fs = FsRoot(root)
     (port,) = rdma.list_ports(fs)
-    for text, gbps in (("400 Gb/sec (4X NDR)", 400), ("53.125 Gb/sec (2X HDR)", 53.125), ("25 Gb/sec (1X EDR)", 25)):
+    for text, gbps in (("400 Gb/sec (4X NDR)", 400), ("2.5 Gb/sec (1X SDR)", 2.5), ("25 Gb/sec (1X EDR)", 25)):
         set_port_attr(root, 0, "rate", text)
         assert rdma.rate_gbps(fs, port) == gbps
     set_port_attr(root, 0, "rate", "invalid")
