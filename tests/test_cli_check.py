@@ -60,3 +60,53 @@ def test_only_and_level(tmp_path):
     assert "versions" not in [c["name"] for c in fast["checks"]]
     std = json.loads(run("check", "--root", root, "--json", "--level", "standard").stdout)
     assert "versions" in [c["name"] for c in std["checks"]]
+
+
+def test_warn_exits_0_and_error_exits_2_with_other_checks_still_run(tmp_path):
+    root = build("pcie-degraded", str(tmp_path / "t"))
+    warn = tmp_path / "warn.toml"
+    warn.write_text("[checks.pcie_link]\non_degraded = 'warn'\n")
+    p = run("check", "--root", root, "--config", str(warn), "--json")
+    out = json.loads(p.stdout)
+    assert out["status"] == "warn" and p.returncode == 0
+    root = build("h100-roce-healthy", str(tmp_path / "e"))
+    os.unlink(os.path.realpath(f"{root}/sys/class/infiniband/mlx5_2/ports/1/rate"))
+    p = run("check", "--root", root, "--json")
+    out = json.loads(p.stdout)
+    by = {c["name"]: c for c in out["checks"]}
+    assert out["status"] == "error" and p.returncode == 2
+    assert by["nic_link"]["status"] == "error" and "mlx5_2/ports/1/rate" in by["nic_link"]["message"]
+    assert by["peermem"]["status"] == "pass" and by["dcqcn"]["status"] == "pass"
+
+
+def test_explain_every_check_and_unknown():
+    from slurmqual.checks import REGISTRY
+
+    for name in REGISTRY:
+        p = run("explain", name)
+        assert p.returncode == 0 and p.stdout.startswith(f"{name} (") and "Fix:" in p.stdout, name
+    p = run("explain")
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == len(REGISTRY)
+    p = run("explain", "nope")
+    assert p.returncode == 2 and "unknown check 'nope'" in p.stderr
+
+
+def test_config_validate_and_show(tmp_path):
+    p = run("config", "validate", CONFIG)
+    assert p.returncode == 0 and p.stdout.strip() == f"{CONFIG}: ok"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[checks.dcqcn]\nmlxconfig = 'sometimes'\n")
+    p = run("config", "validate", str(bad))
+    assert p.returncode == 2 and str(bad) in p.stderr and "checks.dcqcn.mlxconfig" in p.stderr
+    shown = json.loads(run("config", "show", "--config", CONFIG).stdout)
+    assert shown["fabric"]["nics"] == 8 and shown["checks"]["dcqcn"]["mlxconfig"] == "auto"
+    env = {k: v for k, v in os.environ.items() if k != "SLURMQUAL_CONFIG"}
+    if not os.path.exists("/etc/slurmqual/config.toml"):  # built-in defaults
+        p = subprocess.run([sys.executable, "-m", "slurmqual", "config", "show"], capture_output=True, text=True,
+                           env=env, timeout=60)
+        defaults = json.loads(p.stdout)
+        assert defaults["fabric"]["nics"] is None and defaults["checks"]["dcqcn"]["priorities"] == list(range(8))
+    env["SLURMQUAL_CONFIG"] = str(tmp_path / "none.toml")
+    p = subprocess.run([sys.executable, "-m", "slurmqual", "config", "show"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 2 and "none.toml: config file not found" in p.stderr

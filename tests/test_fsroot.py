@@ -31,3 +31,26 @@ def test_symlink_loop_and_errors(tmp_path):
     with pytest.raises(FsError, match="expected an integer"):
         fs.read_int("/n")
     assert fs.listdir("/nowhere") == [] and fs.read_or("/nope", "d") == "d"
+
+
+def test_bad_input_reasons_name_the_node_path(tmp_path):
+    (tmp_path / "sys/class/net").mkdir(parents=True)
+    os.symlink("../../devices/gone/net/eth9", tmp_path / "sys/class/net/eth9")
+    (tmp_path / "proc/modules").mkdir(parents=True)
+    (tmp_path / "file").write_text("x\n")
+    fs = FsRoot(str(tmp_path))
+    with pytest.raises(FsError) as err:
+        fs.read("/sys/class/net/eth9/speed")
+    assert err.value.path == "/sys/class/net/eth9/speed" and err.value.reason == "missing"
+    assert not fs.isdir("/sys/class/net/eth9") and not fs.exists("/sys/class/net/eth9")
+    assert fs.realpath("/sys/class/net/eth9") == "/sys/devices/gone/net/eth9"
+    with pytest.raises(FsError, match="is a directory, expected a file"):
+        fs.read("/proc/modules")
+    with pytest.raises(FsError, match="not a directory"):
+        fs.listdir("/file")
+    assert fs.read("/file") == "x"
+
+
+def test_live_root_is_identity():
+    fs = FsRoot("/")
+    assert fs.host_path("/etc/nonexistent-x") == "/etc/nonexistent-x" and fs.resolve("/a/../b") == "/b"
