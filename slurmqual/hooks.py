@@ -65,7 +65,12 @@ def run(hook: str, env: dict | None = None) -> int:
         config = load()
         log = setup(config["hooks"])
         _arm_deadline(config["hooks"])
-        return _run(hook, env, config, log)
+        try:
+            return _run(hook, env, config, log)
+        finally:
+            import signal
+
+            signal.alarm(0)  # the hook is over; never leave an alarm behind in the caller
     except Exception as exc:  # noqa: BLE001 - a slurmqual bug must not drain a fleet
         from .hooklog import setup
 

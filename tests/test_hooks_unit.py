@@ -33,10 +33,15 @@ def _fresh_logger():
     import logging
 
     log = logging.getLogger("slurmqual")
+
+    def clear():
+        for h in list(log.handlers):
+            log.removeHandler(h)
+            h.close()
+
+    clear()  # hooks log to the file named in each test's config
     yield
-    for h in list(log.handlers):
-        log.removeHandler(h)
-        h.close()
+    clear()
 
 
 def run(monkeypatch, cfg, hook):
@@ -91,6 +96,14 @@ def test_maintenance_node_left_alone(tmp_path, monkeypatch):
     remove_module(root, "nvidia_peermem")
     assert run(monkeypatch, cfg, "epilog") == 0
     assert [c for c in calls(log) if c.startswith("update")] == []
+
+
+def test_hook_leaves_no_alarm_behind(tmp_path, monkeypatch):
+    import signal
+
+    _root, cfg, _log = setup(tmp_path)
+    assert run(monkeypatch, cfg, "prolog") == 0
+    assert signal.alarm(0) == 0
 
 
 def test_error_never_drains(tmp_path, monkeypatch):
