@@ -17,6 +17,13 @@ def test_example_config_is_valid_and_complete():
     text = open(os.path.join(REPO, "config", "slurmqual.toml")).read()
     for section in SiteConfig.model_fields:
         assert f"[{section}]" in text, section
+    from pydantic import BaseModel
+
+    from slurmqual.config_schema import ChecksCfg
+
+    for name, field in ChecksCfg.model_fields.items():  # every per-check subsection is shown too
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            assert f"[checks.{name}" in text, name
 
 
 @pytest.mark.parametrize("toml,expect", [
