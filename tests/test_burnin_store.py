@@ -188,3 +188,8 @@ def test_analyze_run_dir_reports_untested_and_unfinished_tasks(tmp_path):
     (run / "results" / "task-0.json").write_text("{trunc")
     p = _cli(tmp_path, "burnin", "analyze", str(run), "--dry-run")
     assert p.returncode == 2 and "unreadable task result" in p.stderr
+
+
+def test_watch_on_a_directory_that_is_no_run_is_clear(tmp_path):
+    p = _cli(tmp_path, "burnin", "watch", str(tmp_path))
+    assert p.returncode == 2 and "not a submitted burn-in run" in p.stderr and "Traceback" not in p.stderr

@@ -62,11 +62,17 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
         f"--nodes={sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"--nodes={sizes[0]}", "--exclusive", *where,
         f"--time={cfg['task_time_limit']}", f"--output={run_dir}/logs/task-%a.out", env_cfg, *common,
     ], script=f"{exe} burnin task {run_dir}")
-    analysis = adapter.submit([
-        f"--job-name=slurmqual-analysis-{run_id}", f"--dependency=afterany:{array}", "--nodes=1",
-        f"--output={run_dir}/logs/analysis.out", "--time=00:30:00", env_cfg,
-        *[c for c in common if not c.startswith("--reservation")],
-    ], script=f"{exe} burnin analyze {run_dir}")
+    from ..slurm import SlurmError
+
+    try:
+        analysis = adapter.submit([
+            f"--job-name=slurmqual-analysis-{run_id}", f"--dependency=afterany:{array}", "--nodes=1",
+            f"--output={run_dir}/logs/analysis.out", "--time=00:30:00", env_cfg,
+            *[c for c in common if not c.startswith("--reservation")],
+        ], script=f"{exe} burnin analyze {run_dir}")
+    except SlurmError:
+        adapter.cancel([array])  # an array nobody analyses would test for nothing
+        raise
     with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
         json.dump({"array": array, "analysis": analysis}, fh)
     return {"run_id": run_id, "run_dir": run_dir, "array_job": array, "analysis_job": analysis, "groups": len(plan)}

@@ -107,11 +107,16 @@ def _watch(args, config) -> int:
 
     from ..slurm import get_adapter
 
+    from ..burnin.runner import BurninError
+
     run_dir = _run_dir(config, args.run)
-    with open(os.path.join(run_dir, "jobs.json")) as fh:
-        jobs = json.load(fh)
-    with open(os.path.join(run_dir, "plan.json")) as fh:
-        plan = json.load(fh)
+    try:
+        with open(os.path.join(run_dir, "jobs.json")) as fh:
+            jobs = json.load(fh)
+        with open(os.path.join(run_dir, "plan.json")) as fh:
+            plan = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise BurninError(f"{run_dir}: not a submitted burn-in run ({exc})") from None
     adapter = get_adapter(config)
     end = time.monotonic() + args.timeout if args.timeout else None
     while True:
