@@ -10,7 +10,8 @@ from .result import Status
 
 HINTS: dict[str, str] = {
     "peermem": "modprobe nvidia-peermem; persist with 'nvidia-peermem' in /etc/modules-load.d/nvidia-peermem.conf",
-    "nic_link": "check cable/transceiver and switch port; ibstat / ethtool <if>; reseat or replace, then requalify",
+    "nic_link": "check cable/transceiver and switch port; ibstat / ethtool <if>; reseat or replace, then requalify; "
+                "a NIC on PCI without an RDMA device: modprobe mlx5_ib, dmesg | grep mlx5",
     "dcqcn": "mlxconfig -d <dev> set ROCE_CC_PRIO_MASK_P1=255 ROCE_CC_PRIO_MASK_P2=255, then mlxfwreset or reboot; "
              "runtime: echo 1 > /sys/class/net/<if>/ecn/roce_{rp,np}/enable/<prio>",
     "gpu_nic_affinity": "compare 'nvidia-smi topo -m' with the vendor layout; fix BIOS NUMA/ACS settings or riser cabling",
@@ -31,7 +32,9 @@ get a check for the open GPU kernel module (>= 515) and Linux >= 5.12.
 Fix: modprobe nvidia-peermem; echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf""",
     "nic_link": """Every fabric port (RDMA device in /sys/class/infiniband) must be ACTIVE / LinkUp at
 the expected rate (fabric.rate_gbps, else the fastest port on the node), and on RoCE
-its netdev (/sys/class/net/<if>/speed) must agree. fabric.nics sets the expected count.
+its netdev (/sys/class/net/<if>/speed) must agree. fabric.nics sets the expected count;
+when ports are missing, NIC PCI functions with no RDMA device are named (mlx5_ib not
+loaded or the device failed to probe: dmesg | grep mlx5).
 NCCL stripes traffic over all rails and runs at the pace of the slowest one: one port
 at 200G instead of 400G halves the node. Fix: ibstat / ethtool, reseat or replace the
 cable or transceiver, check the switch port, then `slurmqual requalify NODE`.""",

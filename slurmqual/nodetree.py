@@ -56,6 +56,7 @@ class NodeSpec:
     nic_netdev_speed: dict[int, int] = field(default_factory=dict)    # idx -> Mb/s
     nic_fw: dict[int, str] = field(default_factory=dict)
     missing_nics: set[int] = field(default_factory=set)
+    no_rdma_nics: set[int] = field(default_factory=set)               # on PCI, no RDMA device (mlx5_ib failed)
     missing_gpus: set[int] = field(default_factory=set)               # not on PCI at all
     gpu_numa: dict[int, int] = field(default_factory=dict)
     nic_numa: dict[int, int] = field(default_factory=dict)
@@ -170,7 +171,10 @@ def build_spec(spec: NodeSpec, dest: str) -> str:
             cls = "0x020700" if spec.link_layer == "InfiniBand" else "0x020000"
             width, speed = spec.nic_link.get(i, (16, "32.0 GT/s PCIe"))
             nic = _pci_device(root, f"{dsp}/{bdf}", bdf, "0x15b3", "0x1021", cls, numa_n, (width, speed))
-            _rdma_device(root, spec, i, nic, bdf)
+            if i in spec.no_rdma_nics:
+                _netdev(root, nic, f"ens{i + 1}np0", spec.rate_gbps * 1000, ecn=spec.link_layer == "Ethernet")
+            else:
+                _rdma_device(root, spec, i, nic, bdf)
 
     for s in range(spec.nvswitches):
         hb = 0x60 + s

@@ -103,3 +103,14 @@ def test_rdma_device_without_ports_dir(tmp_path):
     shutil.rmtree(os.path.realpath(f"{root}/sys/class/infiniband/mlx5_0/ports"))
     r = check(root, "nic_link")
     assert r.status is Status.ERROR and "/sys/class/infiniband/mlx5_0/ports: missing" in r.message
+
+
+def test_short_count_names_nic_functions_without_rdma_device(tmp_path):
+    root = tree(tmp_path, no_rdma_nics={2, 5})
+    r = check(root, "nic_link", FULL)
+    assert r.status is Status.FAIL and "6 fabric ports, expected 8" in r.message
+    assert "NIC functions without an RDMA device: 0000:3b:00.0, 0000:ac:00.0" in r.message
+    assert r.devices == ["0000:3b:00.0", "0000:ac:00.0"]
+    assert check(root, "nic_link").status is Status.PASS  # no expected count: nothing to miss
+    r = judge([], 2, None, ["0000:19:00.0"])
+    assert r.status is Status.FAIL and r.devices == ["0000:19:00.0"] and "no fabric ports found" in r.message

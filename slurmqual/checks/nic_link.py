@@ -21,15 +21,21 @@ class PortView:
     netdev_speeds: dict[str, float | None]   # RoCE only
 
 
-def judge(ports: list[PortView], expected_count: int | None, expected_rate: float | None) -> CheckResult:
+def judge(ports: list[PortView], expected_count: int | None, expected_rate: float | None,
+          orphans: list[str] = ()) -> CheckResult:
+    """orphans: PCI addresses of NIC functions that have no RDMA device (named
+    when the count is short: mlx5_ib not loaded, or the device failed to probe)."""
     bad: list[str] = []
     devices: list[str] = []
     if expected_count is not None and len(ports) != expected_count:
         bad.append(f"{len(ports)} fabric ports, expected {expected_count}")
+        if len(ports) < expected_count and orphans:
+            bad.append(f"NIC functions without an RDMA device: {', '.join(orphans)}")
+            devices.extend(orphans)
     if not ports:
         if expected_count:
-            return CheckResult(NAME, Status.FAIL, "no fabric ports found in /sys/class/infiniband; expected "
-                               f"{expected_count}", [])
+            return CheckResult(NAME, Status.FAIL, "no fabric ports found in /sys/class/infiniband; "
+                               + "; ".join(bad), devices)
         return CheckResult(NAME, Status.NA, "no RDMA devices on this node")
     want = expected_rate if expected_rate is not None else max(p.rate for p in ports)
     for p in ports:
@@ -68,6 +74,21 @@ def observe(ctx) -> list[PortView]:
     return views
 
 
+def orphan_functions(ctx) -> list[str]:
+    """NIC PCI functions with no RDMA device under them (only looked up when
+    the port count is short, so the healthy path reads nothing extra)."""
+    from ..probe import pci
+
+    fs = ctx.fs
+    with_rdma = {p.pci for p in ctx.probe("ports", lambda: rdma.list_ports(fs, ctx.config["fabric"]["ignore"]))}
+    return [d.bdf for d in ctx.probe("pci", lambda: pci.list_devices(fs))
+            if d.is_mellanox_nic and d.bdf not in with_rdma and not fs.isdir(f"{d.path}/infiniband")]
+
+
 def run(ctx) -> CheckResult:
     fabric = ctx.config["fabric"]
-    return judge(observe(ctx), fabric["nics"], fabric["rate_gbps"])
+    ports = observe(ctx)
+    orphans: list[str] = []
+    if fabric["nics"] is not None and len(ports) < fabric["nics"]:
+        orphans = orphan_functions(ctx)
+    return judge(ports, fabric["nics"], fabric["rate_gbps"], orphans)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..fsroot import FsError, FsRoot
 
 NVIDIA = 0x10DE
+MELLANOX = 0x15B3
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
@@ -26,6 +27,11 @@ class PciDevice:
     @property
     def is_nvswitch(self) -> bool:
         return self.vendor == NVIDIA and (self.cls >> 8) == 0x0680
+
+    @property
+    def is_mellanox_nic(self) -> bool:
+        # NVIDIA networking (Mellanox) Ethernet 0x0200xx or InfiniBand 0x0207xx function.
+        return self.vendor == MELLANOX and (self.cls >> 8) in (0x0200, 0x0207)
 
     @property
     def upstream(self) -> list[str]:
