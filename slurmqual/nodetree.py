@@ -301,6 +301,18 @@ def set_port_attr(root: str, nic: int, attr: str, value: str) -> None:
     _replace(f"{root}/sys/class/infiniband/mlx5_{nic}/ports/1/{attr}", value + "\n")
 
 
+def set_dcqcn(root: str, nic: int, enabled: bool, priorities=range(8)) -> None:
+    """Switch DCQCN rp/np on or off for RoCE NIC `nic` (its netdev ens<nic+1>np0)."""
+    for kind in ("roce_rp", "roce_np"):
+        for p in priorities:
+            _replace(f"{root}/sys/class/net/ens{nic + 1}np0/ecn/{kind}/enable/{p}", "1\n" if enabled else "0\n")
+
+
+def set_pci_attr(root: str, bdf: str, attr: str, value: str) -> None:
+    """E.g. set_pci_attr(root, "0000:18:00.0", "current_link_width", "8")."""
+    _replace(f"{root}/sys/bus/pci/devices/{bdf}/{attr}", value + "\n")
+
+
 def _replace(path: str, text: str) -> None:
     real = os.path.realpath(path)
     tmp = f"{real}.tmp{os.getpid()}"

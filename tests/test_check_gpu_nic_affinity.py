@@ -65,3 +65,8 @@ def test_garbage_numa_node_is_error(tmp_path):
         fh.write("zero\n")
     r = check(root, "gpu_nic_affinity")
     assert r.status is Status.ERROR and "numa_node" in r.message and "expected an integer" in r.message
+
+
+def test_nic_with_numa_minus_one_is_named(tmp_path):
+    r = check(tree(tmp_path, nic_numa={5: -1}), "gpu_nic_affinity")
+    assert r.status is Status.FAIL and "NIC mlx5_5: numa_node -1" in r.message and r.devices == ["mlx5_5"]

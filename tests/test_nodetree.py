@@ -154,3 +154,19 @@ def test_examples_cli_lists_and_creates_every_example(tmp_path):
     assert open(tmp_path / "x/sys/class/infiniband/mlx5_5/ports/1/rate").read() == "200 Gb/sec (4X HDR)\n"
     p = run("create", "nope", str(tmp_path / "y"))
     assert p.returncode == 2 and "unknown example" in p.stderr and not os.path.exists(tmp_path / "y")
+
+
+def test_dcqcn_and_pci_helpers(tmp_path):
+    from nodes import check
+
+    from slurmqual.nodetree import set_dcqcn, set_pci_attr
+    from slurmqual.result import Status
+
+    root = build("h100-roce-healthy", str(tmp_path / "n"))
+    set_dcqcn(root, 6, False, [3])
+    r = check(root, "dcqcn")
+    assert r.status is Status.FAIL and r.devices == ["ens7np0"] and "prio 3" in r.message
+    set_dcqcn(root, 6, True)
+    assert check(root, "dcqcn").status is Status.PASS
+    set_pci_attr(root, "0000:18:00.0", "current_link_width", "4")
+    assert check(root, "pcie_link").devices == ["GPU 0000:18:00.0"]

@@ -24,6 +24,11 @@ def judge(gpus: list[Dev], nics: list[Dev], multi_socket: bool, same_switch: boo
         return CheckResult(NAME, Status.NA, f"{len(gpus)} GPUs, {len(nics)} fabric NICs: nothing to align")
     by_name = {n.name: n for n in nics}
     bad, devices = [], []
+    if multi_socket:
+        for n in nics:
+            if n.numa < 0:
+                bad.append(f"NIC {n.name}: numa_node -1 on a multi-socket node (BIOS/ACPI SRAT)")
+                devices.append(n.name)
     for g in gpus:
         if multi_socket and g.numa < 0:
             bad.append(f"GPU {g.name}: numa_node -1 on a multi-socket node (BIOS/ACPI SRAT)")
