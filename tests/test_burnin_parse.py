@@ -133,3 +133,16 @@ def test_stand_in_output_parses_with_modelled_bandwidth(tmp_path):
     assert link.busbw_at(8 << 30) == round(100 * 8192 / (8192 + 64), 2)
     rc, failed = _stand_in(tmp_path, {"fail": ["b"]}, "a,b")
     assert rc == 1 and not failed.ok and any("Test NCCL failure" in p for p in failed.problems)
+
+
+def test_benign_warn_and_chatter_keep_a_complete_run_ok():
+    warn = "gpu001:4766:4781 [1] graph/search.cc:1135 NCCL WARN Could not find a path for pattern 4, falling back to simple order\n"
+    info = "gpu001:4766:4781 [1] NCCL INFO Channel 00/02 : 0 1\n"
+    r = parse(HEADER + warn + ROW.format(w=0) + info + TAIL)
+    assert r.ok and len(r.rows) == 1 and r.hosts == ["gpu001"]
+
+
+def test_failure_after_a_complete_table_is_not_ok():
+    r = parse(HEADER + ROW.format(w=0) + TAIL + "gpu001: Test NCCL failure common.cu:1005 'remote process exited'\n")
+    assert not r.ok and r.rows[0].busbw == 468.46
+    assert r.problems == ["failure: gpu001: Test NCCL failure common.cu:1005 'remote process exited'"]
