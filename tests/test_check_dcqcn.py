@@ -104,3 +104,13 @@ def test_fast_level_and_switched_off_never_run_mlxconfig(tmp_path, monkeypatch):
     assert check(root, "dcqcn", level="fast").status is Status.PASS
     assert check(root, "dcqcn", config(checks={"dcqcn": {"mlxconfig": False}}), level="standard").status is Status.PASS
     assert not marker.exists()
+
+
+def test_roce_port_without_netdev_is_error(tmp_path):
+    import shutil
+
+    root = tree(tmp_path)
+    os.unlink(os.path.realpath(f"{root}/sys/class/infiniband/mlx5_1/ports/1/gid_attrs/ndevs/0"))
+    shutil.rmtree(os.path.realpath(f"{root}/sys/class/infiniband/mlx5_1/device/net"))
+    r = check(root, "dcqcn")
+    assert r.status is Status.ERROR and "mlx5_1/1 has no netdev" in r.message

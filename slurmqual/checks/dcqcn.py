@@ -48,7 +48,12 @@ def run(ctx) -> CheckResult:
         return CheckResult(NAME, Status.NA, "no RoCE ports (InfiniBand or no RDMA): DCQCN not applicable")
     flags: dict[str, dict[str, dict[int, str]]] = {}
     for port in ports:
-        for ifname in rdma.netdevs(fs, port):
+        ifnames = rdma.netdevs(fs, port)
+        if not ifnames:
+            return CheckResult(NAME, Status.ERROR, f"RoCE port {port.name} has no netdev (neither "
+                               f"{port.base}/gid_attrs/ndevs/0 nor /sys/class/infiniband/{port.device}/device/net/*)",
+                               [port.name])
+        for ifname in ifnames:
             flags[ifname] = {kind: {p: fs.read(f"/sys/class/net/{ifname}/ecn/{kind}/enable/{p}").strip()
                                     for p in cfg["priorities"]} for kind in ("roce_rp", "roce_np")}
     problems, devices = judge_sysfs(flags, cfg["priorities"])
