@@ -193,3 +193,25 @@ def test_analyze_run_dir_reports_untested_and_unfinished_tasks(tmp_path):
 def test_watch_on_a_directory_that_is_no_run_is_clear(tmp_path):
     p = _cli(tmp_path, "burnin", "watch", str(tmp_path))
     assert p.returncode == 2 and "not a submitted burn-in run" in p.stderr and "Traceback" not in p.stderr
+
+
+def _jsonl(path, bw):
+    pairs = [("n1", "n2"), ("n3", "n4"), ("n1", "n3"), ("n2", "n4"), ("n1", "n4"), ("n2", "n3")]
+    path.write_text("".join(json.dumps({"nodes": list(p), "busbw": bw(p), "size": 8589934592, "test": "all_reduce",
+                                        "ok": True}) + "\n" for p in pairs))
+    return str(path)
+
+
+def test_second_run_reports_drop_below_own_baseline(tmp_path):
+    first = _jsonl(tmp_path / "a.jsonl", lambda p: 420.0 if "n1" in p else 380.0)
+    p = _cli(tmp_path, "burnin", "analyze", "--measurements", first, "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["below_baseline"] == {}
+    s = open_store(str(tmp_path / "s.db"))
+    assert s.baseline("n1")["score"] == 420.0 and s.baseline("n2")["score"] == 380.0
+    second = _jsonl(tmp_path / "b.jsonl", lambda p: 370.0)
+    p = _cli(tmp_path, "burnin", "analyze", "--measurements", second)
+    assert p.returncode == 0, p.stderr
+    assert "n1: 370.0 GB/s, more than 10% below its baseline 420.0" in p.stdout
+    assert "n2:" not in p.stdout  # 370 is within 10% of 380
+    assert s.baseline("n1")["score"] == 370.0 and len(s.runs()) == 2
