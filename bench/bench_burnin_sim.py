@@ -38,16 +38,20 @@ def fleet(n: int, seed: int) -> dict[str, float]:
     return {x: SLOW for x in rng.sample(nodes, max(1, n // 100))}
 
 
+def _retests(a) -> int:
+    return sum(1 for v in a.nodes.values() if v["verdict"] == "retest")
+
+
 def ours(n: int, slow: dict, seed: int) -> tuple[set[str], int]:
     a = analyze(measure(names(n), slow, noise=NOISE, seed=seed, n_rounds=3, group_size=16))
-    return set(a.drain), 1 + 3  # intra + three pair rounds
+    return set(a.drain), 1 + 3, _retests(a)  # intra + three pair rounds
 
 
 def ours_nic_only(n: int, slow: dict, seed: int) -> tuple[set[str], int]:
     """Same plan, but the slowness is on the network side only: the intra-node
     test sees nothing and the pairs alone must find the node."""
     a = analyze(measure(names(n), slow, noise=NOISE, seed=seed, n_rounds=3, group_size=16, intra=False))
-    return set(a.drain), 1 + 3  # the intra round still runs; it just shows nothing
+    return set(a.drain), 1 + 3, _retests(a)  # the intra round still runs; it just shows nothing
 
 
 def random_repairing(n: int, slow: dict, seed: int, n_rounds: int = 15) -> tuple[set[str], int]:
@@ -65,11 +69,11 @@ def random_repairing(n: int, slow: dict, seed: int, n_rounds: int = 15) -> tuple
             if v < THRESHOLD * med:
                 fails[a] += 1
                 fails[b] += 1
-    return {x for x, f in fails.items() if f > n_rounds / 2}, n_rounds
+    return {x for x, f in fails.items() if f > n_rounds / 2}, n_rounds, 0
 
 
 def ring(n: int, slow: dict, seed: int) -> tuple[set[str], int]:
-    return set(), 1  # one number for the whole fleet: slow, but nobody to drain
+    return set(), 1, 0  # one number for the whole fleet: slow, but nobody to drain
 
 
 def main() -> int:
@@ -78,21 +82,22 @@ def main() -> int:
     ap.add_argument("--sizes", default="64,256,1024,4096")
     args = ap.parse_args()
     ok = True
-    print(f"{'nodes':>6} {'method':<25} {'recall':>7} {'false drains':>13} {'rounds':>7} {'s/seed':>7}")
+    print(f"{'nodes':>6} {'method':<25} {'recall':>7} {'false drains':>13} {'rounds':>7} {'retests':>8} {'s/seed':>7}")
     for n in (int(x) for x in args.sizes.split(",")):
         for label, method in (("slurmqual", ours), ("slurmqual, NIC-side slow", ours_nic_only), ("random re-pairing x15", random_repairing), ("all-node ring", ring)):
-            found = truth = false = 0
+            found = truth = false = retests = 0
             rounds_used = 0
             start = time.perf_counter()
             for seed in range(args.seeds):
                 slow = fleet(n, seed)
-                drained, rounds_used = method(n, slow, seed)
+                drained, rounds_used, retest = method(n, slow, seed)
+                retests += retest
                 truth += len(slow)
                 found += len(drained & set(slow))
                 false += len(drained - set(slow))
             recall = found / truth
             per = (time.perf_counter() - start) / args.seeds
-            print(f"{n:>6} {label:<25} {recall:>7.3f} {false:>13} {rounds_used:>7} {per:>7.3f}", flush=True)
+            print(f"{n:>6} {label:<25} {recall:>7.3f} {false:>13} {rounds_used:>7} {retests:>8} {per:>7.3f}", flush=True)
             if label.startswith("slurmqual") and (recall < 1.0 or false or rounds_used > 4):
                 ok = False
     print("slurmqual target (recall 1.0, 0 false drains, <= 4 rounds at every size):", "MET" if ok else "MISSED")
