@@ -117,7 +117,10 @@ class Requalify:
             analysis = self._burnin(testable, refs) if testable else {"nodes": {}, "drain": []}
             return self._verdicts(analysis, failed_checks, before)
         finally:
-            for job in self.jobs:
+            for s in old_handlers:  # a second Ctrl-C must not cut the cleanup short
+                signal.signal(s, signal.SIG_IGN)
+            jobs = list(self.jobs)
+            for job in jobs:
                 try:
                     self.adapter.cancel([job])
                 except Exception:  # noqa: BLE001 - cleanup must go on
@@ -127,6 +130,7 @@ class Requalify:
             except Exception:  # noqa: BLE001
                 pass
             if created:
+                self._wait_jobs_gone(jobs)
                 self._delete_reservation()
             self._unmark()
             for s, h in old_handlers.items():
@@ -135,9 +139,21 @@ class Requalify:
     def _cancel(self, signum, _frame):
         raise Cancelled(f"cancelled by signal {signum}")
 
+    def _wait_jobs_gone(self, jobs: list[str], timeout: float = 90) -> None:
+        """Cancelled jobs still end (kill wait, epilog) inside the reservation."""
+        end = time.monotonic() + timeout
+        while jobs and time.monotonic() < end:
+            try:
+                states = self.adapter.job_states(jobs)
+            except Exception:  # noqa: BLE001
+                return
+            if not any(v in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED") for v in states.values()):
+                return
+            time.sleep(1)
+
     def _delete_reservation(self) -> None:
         last: Exception | None = None
-        for _ in range(30):  # cancelled jobs may still be ending inside it
+        for _ in range(60):  # cancelled jobs may still be ending inside it
             try:
                 self.adapter.delete_reservation(self.reservation)
                 self.out(f"reservation {self.reservation} deleted")

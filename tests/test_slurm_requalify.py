@@ -85,7 +85,7 @@ def test_cancel_midway_leaves_no_reservation(cluster):
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 2 and "cancelled by signal" in out
-        assert reservations(cluster) == "No reservations in the system"
+        assert reservations(cluster) == "No reservations in the system", out
         assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n4.json"))
         cluster.wait_for(lambda: "slurmqual" not in cluster.run("squeue", "-h", "-o", "%j").stdout, 30,
                          "burn-in jobs cancelled")
