@@ -131,3 +131,14 @@ def test_ambiguous_slow_node_or_slow_link_convicts_nobody():
     # One more pair that clears gpu3 settles it: gpu1 is the slow node.
     a = analyze(ms + [Measurement(("gpu3", "gpu5"), 381.0, REF, "all_reduce")])
     assert a.drain == ["gpu1"] and a.suspect_links == [["gpu3", "gpu6"]]
+
+
+def test_uniform_fleet_slowdown_is_caught_by_baselines_not_the_median():
+    nodes = names(20)
+    baselines = {n: 380.0 for n in nodes}
+    a = analyze(measure(nodes, {n: 0.7 for n in nodes}), baselines=baselines)
+    assert a.drain == [] and not a.guard_tripped  # relative to itself the fleet looks fine
+    assert a.fleet_slowdown and len(a.below_baseline) == 20
+    assert any("fleet-wide slowdown: 20 of 20 nodes" in p for p in a.problems)
+    one = analyze(measure(nodes, {nodes[3]: 0.85}, intra=False), baselines=baselines)
+    assert not one.fleet_slowdown and list(one.below_baseline) == [nodes[3]]

@@ -215,3 +215,11 @@ def test_second_run_reports_drop_below_own_baseline(tmp_path):
     assert "n1: 370.0 GB/s, more than 10% below its baseline 420.0" in p.stdout
     assert "n2:" not in p.stdout  # 370 is within 10% of 380
     assert s.baseline("n1")["score"] == 370.0 and len(s.runs()) == 2
+
+
+def test_fleet_slowdown_run_keeps_old_baselines(tmp_path):
+    s = open_store(str(tmp_path / "s.db"))
+    s.record_run(RunRecord("r1", 1000.0, ["n1", "n2"]), MEAS, ANALYSIS)
+    slow = dict(ANALYSIS, drain=[], fleet_slowdown=True, nodes={"n1": {"verdict": "pass", "score": 250.0}})
+    s.record_run(RunRecord("r2", 2000.0, ["n1"]), MEAS, slow)
+    assert s.baselines() == {"n1": 381.0}

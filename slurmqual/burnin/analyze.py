@@ -70,12 +70,14 @@ class Analysis:
     below_baseline: dict[str, dict] = field(default_factory=dict)
     retest_plan: list[list[list[str]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Too many nodes below their own baselines: the fleet moved, not a node.
+    fleet_slowdown: bool = False
 
     def to_dict(self) -> dict:
         return {"median": self.median, "threshold": self.threshold, "nodes": self.nodes,
                 "suspect_links": self.suspect_links, "drain": self.drain, "guard_tripped": self.guard_tripped,
                 "would_drain": self.would_drain, "below_baseline": self.below_baseline,
-                "retest_plan": self.retest_plan, "problems": self.problems}
+                "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown}
 
 
 def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[Measurement]:
@@ -203,9 +205,15 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
         base = (baselines or {}).get(n)
         if base and v["score"] is not None and v["score"] < (1 - p.baseline_drop) * base:
             below[n] = {"score": v["score"], "baseline": base}
+    # A slowdown of the whole fabric moves the fleet median with it, so the
+    # relative test sees nothing; the nodes' own baselines still do.
+    slowdown = len(below) > cap
+    if slowdown:
+        problems.append(f"fleet-wide slowdown: {len(below)} of {tested} nodes are more than "
+                        f"{p.baseline_drop:.0%} below their own baselines; baselines not updated")
     good = [n for n in all_nodes if nodes[n]["verdict"] == "pass"]
     from .plan import retest_plan
 
     plan = [[list(pair) for pair in rnd] for rnd in retest_plan(sorted(retest), good)] if retest else []
     return Analysis(median, p.threshold, nodes, sorted(links), [] if tripped else would, tripped, would,
-                    below, plan, problems)
+                    below, plan, problems, slowdown)

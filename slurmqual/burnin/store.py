@@ -147,7 +147,8 @@ class SqliteStore(Store):
             events = []
             for n, v in analysis["nodes"].items():
                 events.append((n, run.time, "burnin", f"{v['verdict']} score={v['score']}", run.id))
-                if v["verdict"] == "pass" and v["score"] is not None and not analysis["guard_tripped"]:
+                if (v["verdict"] == "pass" and v["score"] is not None and not analysis["guard_tripped"]
+                        and not analysis.get("fleet_slowdown")):
                     ver = versions.get(n, {})
                     old = db.execute("SELECT nccl, driver, nic_fw, time FROM baselines WHERE node=? AND test=?",
                                      (n, test)).fetchone()

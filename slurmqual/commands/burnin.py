@@ -167,6 +167,9 @@ def _summary(a: dict) -> str:
                      "suspect a fabric-wide problem")
     elif a["drain"]:
         lines.append(f"  drained: {','.join(a['drain'])}")
+    if a.get("fleet_slowdown"):
+        lines.append(f"  FLEET-WIDE SLOWDOWN: {len(a['below_baseline'])} nodes more than 10% below their own "
+                     "baselines; baselines not updated: suspect the fabric, a driver/NCCL change or a bug")
     for n, b in sorted(a.get("below_baseline", {}).items()):
         lines.append(f"  {n}: {b['score']} GB/s, more than 10% below its baseline {b['baseline']}")
     return "\n".join(lines)
@@ -208,7 +211,7 @@ def _analyze(args, config) -> int:
     if run_dir:
         write_text(os.path.join(run_dir, "analysis.json"), json.dumps(analysis.to_dict()))
     print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
-    return 3 if analysis.guard_tripped else 0
+    return 3 if analysis.guard_tripped or analysis.fleet_slowdown else 0
 
 
 def _task(args, config) -> int:
