@@ -50,6 +50,7 @@ class NodeSpec:
     driver: str = "550.54.15"
     open_kernel_module: bool = False
     kernel: str = "6.1.0-18-amd64"
+    nccl: str | None = "2.21.5"   # host libnccl2 (libnccl.so.X.Y.Z); None: not installed
     fw_ver: str = "28.39.1002"
     nic_rate: dict[int, int] = field(default_factory=dict)            # idx -> Gb/s
     nic_state: dict[int, tuple[str, str]] = field(default_factory=dict)  # idx -> (state, phys_state)
@@ -261,6 +262,10 @@ def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
                f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
                f"Bus Location: \t {bdf}\nDevice Minor: \t {n}\nGPU Excluded:\t No")
     _write(f"{root}/proc/sys/kernel/osrelease", spec.kernel)
+    if spec.nccl:  # as Debian/Ubuntu's libnccl2 installs it: real file plus soname links
+        libdir = f"{root}/usr/lib/x86_64-linux-gnu"
+        _write(f"{libdir}/libnccl.so.{spec.nccl}", "ELF")
+        os.symlink(f"libnccl.so.{spec.nccl}", f"{libdir}/libnccl.so.{spec.nccl.split('.')[0]}")
 
 
 def build(name_or_spec: str | NodeSpec, dest: str) -> str:

@@ -27,3 +27,20 @@ def driver(fs: FsRoot) -> Driver:
 
 def kernel_release(fs: FsRoot) -> str:
     return fs.read("/proc/sys/kernel/osrelease").strip()
+
+
+NCCL_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/local/cuda/lib64",
+             "/usr/local/lib")
+_NCCL_SO = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
+
+
+def host_nccl(fs: FsRoot) -> str | None:
+    """NCCL installed on the host, from the versioned library file name
+    (libnccl.so.2.21.5). None when absent: containers often bundle their own."""
+    found = []
+    for d in NCCL_DIRS:
+        for name in fs.listdir(d):
+            m = _NCCL_SO.match(name)
+            if m:
+                found.append(tuple(int(x) for x in m.group(1).split(".")))
+    return ".".join(map(str, max(found))) if found else None
