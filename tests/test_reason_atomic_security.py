@@ -17,6 +17,12 @@ def test_reason_is_one_short_printable_line():
     assert reason.check_of(r) == "nic_link" and reason.check_of("Prolog error") is None
 
 
+def test_long_reason_keeps_whole_clauses():
+    r = reason.make("nic_link", "mlx5_3/1: state DOWN, phys_state Disabled, ens4np0 link down; mlx5_5/1: 200 Gb/s (expected 400)")
+    assert r == "slurmqual: nic_link: mlx5_3/1: state DOWN, phys_state Disabled"
+    assert len(reason.make("x", "a" * 200)) == 80 and reason.make("x", "a" * 200).endswith("...")
+
+
 def test_drain_reason_names_first_failure_and_counts_others():
     failed = [CheckResult("peermem", Status.FAIL, "nvidia_peermem not loaded"),
               CheckResult("dcqcn", Status.FAIL, "off")]

@@ -19,10 +19,16 @@ def sanitize(text: str) -> str:
 
 
 def make(check: str, detail: str) -> str:
+    """Too long: keep the leading clauses that fit (cut at ", " or "; "), so the
+    reason still reads as a sentence; failing that, cut with "..."."""
     reason = f"{PREFIX} {sanitize(check)}: {sanitize(detail)}"
-    if len(reason) > MAX_LEN:
-        reason = reason[: MAX_LEN - 3].rstrip() + "..."
-    return reason
+    if len(reason) <= MAX_LEN:
+        return reason
+    head = reason[:MAX_LEN]
+    cut = max(head.rfind(", "), head.rfind("; "))
+    if cut > len(PREFIX) + len(check) + 12:
+        return head[:cut]
+    return reason[: MAX_LEN - 3].rstrip() + "..."
 
 
 def is_ours(reason: str | None) -> bool:
