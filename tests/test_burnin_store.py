@@ -47,6 +47,7 @@ def test_reanalysis_is_idempotent_and_versions_tracked(tmp_path):
     last = s.last_burnin(["n1", "n2"])
     assert last["n1"]["time"] == 2000.0 and last["n1"]["score"] == 390.0 and last["n1"]["median"] == 380.0
     assert last["n2"]["verdict"] == "fail" and last["n2"]["baseline"] is None
+    assert s.last_verdicts(["n2"]) == {"n2": last["n2"]}
     assert [r["id"] for r in s.runs()] == ["r2", "r1"]
 
 

@@ -62,6 +62,10 @@ class Store:
     def last_burnin(self, nodes: list[str] | None = None) -> dict[str, dict]:
         raise NotImplementedError
 
+    def last_verdicts(self, nodes: list[str] | None = None) -> dict[str, dict]:
+        """Bulk: each node's last burn-in verdict (same rows as last_burnin)."""
+        return self.last_burnin(nodes)
+
     def baselines(self, nodes: list[str] | None = None, test: str = "all_reduce") -> dict[str, float]:
         raise NotImplementedError
 
