@@ -273,17 +273,30 @@ path = "{self.base}/slurmqual.db"
         self.save()
         return self
 
-    def start_rest(self) -> str:
-        """slurmrestd on a free loopback port (JWT auth, as user nobody); returns its URL."""
+    def start_rest(self, unix: bool = False) -> str:
+        """slurmrestd on a free loopback port, or with unix=True on a unix socket
+        (JWT auth, as user nobody); returns its URL (http://... or unix:///...)."""
         port = _free_port_block(1)
         env = dict(self.env, SLURM_JWT="daemon")
-        out = open(os.path.join(self.log, "slurmrestd.out"), "ab")
+        key = "slurmrestd-unix" if unix else "slurmrestd"
+        listen = f"127.0.0.1:{port}"
+        if unix:  # slurmrestd binds after dropping to nobody: give it a directory it may write
+            sock_dir = os.path.join(self.base, "restd")
+            os.makedirs(sock_dir, exist_ok=True)
+            os.chown(sock_dir, pwd.getpwnam("nobody").pw_uid, -1)
+            os.chmod(self.base, os.stat(self.base).st_mode | 0o711)
+            sock = os.path.join(sock_dir, "slurmrestd.sock")
+            listen = f"unix:{sock}"
+        out = open(os.path.join(self.log, f"{key}.out"), "ab")
         proc = subprocess.Popen(["/usr/sbin/slurmrestd", "-f", self.conf, "-u", "nobody", "-g", "nogroup",
                                  "-s", "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36", "-a", "rest_auth/jwt",
-                                 f"127.0.0.1:{port}"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 listen], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pids["slurmrestd"] = proc.pid
+        self.pids[key] = proc.pid
         self.save()
+        if unix:
+            self._wait(lambda: os.path.exists(sock), 15, "slurmrestd unix socket")
+            return "unix://" + sock
         url = f"http://127.0.0.1:{port}"
 
         def listening() -> bool:
@@ -350,7 +363,7 @@ path = "{self.base}/slurmqual.db"
 
     def stop(self) -> None:
         """Stop our own daemons by pid: slurmds first, then slurmctld, then munged."""
-        order = sorted(self.pids, key=lambda k: (k != "slurmrestd", not k.startswith("slurmd-"), k == "munged"))
+        order = sorted(self.pids, key=lambda k: (not k.startswith("slurmrestd"), not k.startswith("slurmd-"), k == "munged"))
         for key in order:
             pid = self.pids[key]
             _kill(pid, signal.SIGTERM)

@@ -22,15 +22,17 @@ def cluster():
         pytest.skip("slurmrestd not installed (apt-get install slurmrestd slurm-wlm-jwt-plugin)")
     c = start_cluster("rest", 3, jwt=True)
     c.rest_url = c.start_rest()
+    c.rest_unix = c.start_rest(unix=True)
     yield c
     stop_cluster(c)
 
 
-@pytest.fixture(params=["cli", "rest"])
+@pytest.fixture(params=["cli", "rest", "rest-unix"])
 def adapter(request, cluster):
     if request.param == "cli":
         return CliAdapter(None, timeout=10, retries=2, slurm_conf=cluster.conf)
-    return RestAdapter(cluster.rest_url, "root", cluster.token(), timeout=10, retries=2)
+    url = cluster.rest_unix if request.param == "rest-unix" else cluster.rest_url
+    return RestAdapter(url, "root", cluster.token(), timeout=10, retries=2)
 
 
 def test_node_info_hostlist_and_drain_flags(cluster, adapter):
