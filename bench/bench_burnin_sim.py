@@ -1,106 +1,343 @@
 #!/usr/bin/env python3
-"""Burn-in localisation on simulated fleets: 64, 256, 1024, 4096 nodes, 1% slow
-nodes at 70% bandwidth, 3% noise, N seeds each. Prints, in the same run, recall
-of slow nodes, false drains and test rounds for:
+"""Burn-in localisation on simulated fleets (the fabric model in tests/fleet.py).
 
-- slurmqual: intra-node test + 3 round-robin pair rounds per group of 16,
-  fleet-relative verdicts (slurmqual.burnin.analyze); once with the slow node
-  slow in every test, once slow on the network side only (intra test normal);
-- random re-pairing with pass counting (imbue-style host validation, 15 rounds:
-  a node is flagged when it fails most of its rounds);
-- one all-node ring (finds that the fleet is slow, cannot say which node).
+Scenarios, at 64, 512 and 4,096 nodes with many seeds: slow-node fractions 1%,
+5%, 9%, 15%, 33%, 50% at 0.5x-0.85x (slow everywhere or on the network side
+only); noise 2%, 5%, 8% plus heavy-tailed stragglers; 1 and 5 slow links,
+links sharing a node, a link measured twice; failed tests, dead tasks,
+pair-less nodes; intra-only slow nodes; mixed GPU models.
 
-Target for slurmqual: recall 1.0 and zero false drains with at most 4 rounds at every size.
-Usage: python3 bench/bench_burnin_sim.py [--seeds 100] [--sizes 64,256,1024,4096]
+Ground truth comes from the fabric model and the plan, decided before any
+method runs (`truth()`), with the noise the model was given:
+- a slow node must be drained when the evidence clears the noise: its factor,
+  even +3 sd, is below the drain margin that noise and fleet size require
+  (the same margin formula the analysis uses, fed the *true* noise), and it has
+  at least two partners measured, one of them healthy and fine elsewhere;
+  otherwise `retest` (or a drain) is right; a slow node more than 2 sd below
+  the line never passes;
+- a healthy node is never drained; a node without a valid pair measurement
+  never passes;
+- the guard must trip when more than max(2, 10%) of the tested nodes are
+  clearly slow, and must not when at most that many are slow at all.
+A scenario is judged right when all of that holds. Also printed: recall of
+clearly slow nodes, false drains, link recall (clear slow links reported),
+noise-only suspect links per run.
+
+Methods, same measurements: slurmqual (intra + 3 pair rounds per group of 16
+= 4 rounds); median of pairs (fleet median over pair results, a node slow with
+every partner is drained, other slow pairs are links); random re-pairing x15
+(a node failing most of its rounds is drained).
+
+Target for slurmqual: >= 99% of scenarios right, 0 false drains, < 1
+noise-only link per run at 5% noise, <= 4 rounds.
+
+Usage: python3 bench/bench_burnin_sim.py [--full] [--seeds N] [--sizes 64,512,4096]
+The default run is short (a few minutes); --full is the big sweep.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
-from fleet import measure, names  # noqa: E402
-from slurmqual.burnin.analyze import analyze  # noqa: E402
+from fleet import H100, H200, Fabric, names, run  # noqa: E402
+from slurmqual.burnin.analyze import Measurement, Params, _z_score, analyze  # noqa: E402
+from slurmqual.burnin.plan import groups, rounds  # noqa: E402
 
-SLOW, NOISE, THRESHOLD = 0.7, 0.03, 0.9
+THRESHOLD, ROUNDS, GROUP = 0.9, 3, 16
+P = Params()
+NORMAL = statistics.NormalDist()
 
 
-def fleet(n: int, seed: int) -> dict[str, float]:
-    rng = random.Random(seed)
+@dataclass
+class Scenario:
+    name: str
+    slow: float = 0.01          # fraction of slow nodes
+    net_only: bool = False      # slow on the network side only (intra normal)
+    noise: float = 0.02
+    stragglers: float = 0.0
+    links: int = 0
+    shared_link: bool = False   # two slow links share a node
+    link_twice: bool = False    # one slow link measured twice
+    failed: float = 0.0         # fraction of pair tests that crash
+    dead_task: bool = False
+    pairless: int = 0
+    intra_only: int = 0
+    mixed: bool = False
+
+
+SCENARIOS = [
+    *(Scenario(f"slow {int(f * 100)}% noise {int(s * 100)}%", slow=f, noise=s)
+      for f in (0.01, 0.05, 0.09, 0.15, 0.33, 0.5) for s in (0.02, 0.05, 0.08)),
+    Scenario("slow 5% network-only noise 5%", slow=0.05, net_only=True, noise=0.05),
+    Scenario("noise 5% only", slow=0.0, noise=0.05),
+    Scenario("heavy tail 2% + stragglers", noise=0.02, stragglers=0.01),
+    Scenario("heavy tail 5% + stragglers", noise=0.05, stragglers=0.01),
+    Scenario("1 slow link", links=1, noise=0.02),
+    Scenario("5 slow links", links=5, noise=0.05),
+    Scenario("links sharing a node", links=2, shared_link=True, noise=0.02),
+    Scenario("link measured twice", links=1, link_twice=True, noise=0.02),
+    Scenario("failed tests 2%", failed=0.02, noise=0.02),
+    Scenario("dead task + pair-less nodes", dead_task=True, pairless=2, noise=0.02),
+    Scenario("intra-only slow", slow=0.0, intra_only=2, noise=0.02),
+    Scenario("mixed GPU models", mixed=True, noise=0.02),
+]
+
+
+def build(sc: Scenario, n: int, seed: int) -> tuple[list[str], Fabric]:
+    rng = random.Random(seed * 7919 + n)
     nodes = names(n)
-    return {x: SLOW for x in rng.sample(nodes, max(1, n // 100))}
+    slow = rng.sample(nodes, int(round(sc.slow * n))) if sc.slow else []
+    if sc.slow and not slow:
+        slow = rng.sample(nodes, 1)
+    f = Fabric(noise=sc.noise, stragglers=sc.stragglers)
+    for x in slow:
+        (f.net if sc.net_only else f.node)[x] = rng.uniform(0.5, 0.85)
+    plan_pairs = [p for g in groups(nodes, GROUP) for rnd in rounds(g, ROUNDS) for p in rnd]
+    free = [p for p in plan_pairs if not set(p) & set(slow)]
+    if sc.links:
+        if sc.shared_link:
+            # A hub whose partners are all healthy: two bad links, not a slow node.
+            hubs = [x for x in nodes if x not in slow and sum(1 for p in free if x in p) == ROUNDS]
+            hub = rng.choice(hubs)
+            chosen = [p for p in free if hub in p][:2]
+        else:  # separate links (sharing a node is its own scenario)
+            chosen, used = [], set()
+            for p in rng.sample(free, len(free)):
+                if not set(p) & used:
+                    chosen.append(p)
+                    used |= set(p)
+                if len(chosen) == sc.links:
+                    break
+        for p in chosen:
+            f.link[p] = rng.uniform(0.4, 0.6)
+        if sc.link_twice:
+            f.repeat.append(chosen[0])
+    if sc.failed:
+        f.fail_pairs = {frozenset(p) for p in plan_pairs if rng.random() < sc.failed}
+    if sc.dead_task and n > GROUP:
+        f.dead_tasks = {rng.randrange(len(groups(nodes, GROUP))): rng.choice(["start", "after_intra"])}
+    if sc.pairless:
+        f.pairless = set(rng.sample([x for x in nodes if x not in slow], sc.pairless))
+    if sc.intra_only:
+        for x in rng.sample([x for x in nodes if x not in slow], sc.intra_only):
+            f.intra_only[x] = rng.uniform(0.4, 0.6)
+    if sc.mixed:
+        f.models = {x: (H200 if rng.random() < 0.5 else H100) for x in nodes}
+    return nodes, f
 
 
-def _retests(a) -> int:
-    return sum(1 for v in a.nodes.values() if v["verdict"] == "retest")
+@dataclass
+class Truth:
+    must_fail: set[str]
+    never_pass: set[str]
+    healthy: set[str]
+    no_evidence: set[str]
+    clear_links: set[frozenset]
+    slow_links: set[frozenset]
+    guard: bool | None          # True must trip, False must not, None either
 
 
-def ours(n: int, slow: dict, seed: int) -> tuple[set[str], int]:
-    a = analyze(measure(names(n), slow, noise=NOISE, seed=seed, n_rounds=3, group_size=16))
-    return set(a.drain), 1 + 3, _retests(a)  # intra + three pair rounds
+def truth(nodes: list[str], f: Fabric, sc: Scenario) -> Truth:
+    """What a right verdict is, from the fabric model and the plan alone."""
+    sigma = max(sc.noise, P.noise_floor)
+    dead = set()
+    for t, g in enumerate(groups(nodes, GROUP)):
+        if t in f.dead_tasks:
+            dead |= set(g)
+    partners: dict[str, set[str]] = {x: set() for x in nodes}
+    for t, g in enumerate(groups(nodes, GROUP)):
+        if t in f.dead_tasks:
+            continue
+        for rnd in rounds(g, ROUNDS):
+            for a, b in rnd:
+                if {a, b} & f.pairless or frozenset((a, b)) in f.fail_pairs:
+                    continue
+                partners[a].add(b)
+                partners[b].add(a)
+    net = {x: min(f.node.get(x, 1.0), f.net.get(x, 1.0)) for x in nodes}
+    bad_link = {frozenset(k) for k in f.link}
+    healthy = {x for x in nodes if net[x] == 1.0 and x not in f.intra_only}
+
+    def fine_elsewhere(q: str, x: str) -> bool:
+        return any(net[r] == 1.0 and frozenset((q, r)) not in bad_link for r in partners[q] if r != x)
+
+    n_nodes = sum(1 for x in nodes if partners[x])
+    drain_line = THRESHOLD * (1 - _z_score(3, n_nodes, P.alpha) * sigma)
+    must_fail, never_pass = set(), set()
+    for x in nodes:
+        if net[x] < 1.0 and partners[x]:
+            good = [q for q in partners[x] if net[q] == 1.0 and frozenset((x, q)) not in bad_link
+                    and fine_elsewhere(q, x)]
+            identifiable = len(partners[x]) >= 2 and good
+            if identifiable and net[x] * (1 + 3 * sigma) < drain_line:
+                must_fail.add(x)
+            if net[x] < THRESHOLD - 2 * sigma:
+                never_pass.add(x)
+        if x in f.intra_only and x not in dead:
+            z1 = NORMAL.inv_cdf(1 - P.alpha / len(nodes))
+            intra_line = min(THRESHOLD * (1 - z1 * sigma), THRESHOLD - 0.15)
+            if f.intra_only[x] * (1 + 3 * sigma) < intra_line:
+                must_fail.add(x)
+    no_evidence = {x for x in nodes if not partners[x]}
+    never_pass |= no_evidence
+    slow_any = {x for x in nodes if x not in healthy}
+    tested = len(nodes) - len(no_evidence)
+    cap = max(P.guard_min, int(P.guard_fraction * tested))
+    guard = True if len(must_fail) > cap else False if len(slow_any) <= cap else None
+    n_links = sum(len(p) for p in partners.values()) // 2
+    z_link = NORMAL.inv_cdf(1 - P.alpha / max(n_links, 1))
+    clear_links = set()
+    for k, v in f.link.items():
+        a, b = tuple(k)
+        if (net[a] == net[b] == 1.0 and b in partners[a] and fine_elsewhere(a, b) and fine_elsewhere(b, a)
+                and v * (1 + 3 * sigma) < THRESHOLD * (1 - z_link * sigma)):
+            clear_links.add(frozenset(k))
+    return Truth(must_fail, never_pass, healthy, no_evidence, clear_links, bad_link, guard)
 
 
-def ours_nic_only(n: int, slow: dict, seed: int) -> tuple[set[str], int]:
-    """Same plan, but the slowness is on the network side only: the intra-node
-    test sees nothing and the pairs alone must find the node."""
-    a = analyze(measure(names(n), slow, noise=NOISE, seed=seed, n_rounds=3, group_size=16, intra=False))
-    return set(a.drain), 1 + 3, _retests(a)  # the intra round still runs; it just shows nothing
+# -- methods: each returns (drained, verdict per node or None, links, guard tripped) --------
+
+def slurmqual(ms: list[Measurement], nodes: list[str], seed: int):
+    a = analyze(ms, nodes)
+    verdict = {x: v["verdict"] for x, v in a.nodes.items()}
+    return set(a.drain), verdict, {frozenset(link) for link in a.suspect_links}, a.guard_tripped
 
 
-def random_repairing(n: int, slow: dict, seed: int, n_rounds: int = 15) -> tuple[set[str], int]:
+def median_of_pairs(ms: list[Measurement], nodes: list[str], seed: int):
+    """The simple approach: fleet median over pair results; a node slow with
+    every partner (at least two) is drained; other slow pairs are links."""
+    pairs = [m for m in ms if m.ok and len(m.nodes) == 2]
+    med = statistics.median(m.busbw for m in pairs)
+    of: dict[str, list[Measurement]] = {}
+    for m in pairs:
+        for x in m.nodes:
+            of.setdefault(x, []).append(m)
+    bad = {x for x, mine in of.items() if len(mine) >= 2 and all(m.busbw < THRESHOLD * med for m in mine)}
+    links = {frozenset(m.nodes) for m in pairs if m.busbw < THRESHOLD * med and not set(m.nodes) & bad}
+    cap = max(P.guard_min, int(P.guard_fraction * len(of)))
+    tripped = len(bad) > cap
+    verdict = {x: "fail" if x in bad else "pass" if x in of else "untested" for x in nodes}
+    return (set() if tripped else bad), verdict, links, tripped
+
+
+def random_repairing(ms: list[Measurement], nodes: list[str], seed: int, f: Fabric = None, n_rounds: int = 15):
+    """Imbue-style host validation: 15 random pairings; a node failing most is drained."""
     rng = random.Random(seed + 7)
-    nodes = names(n)
-    fails = {x: 0 for x in nodes}
+    order = [x for x in nodes if x not in f.pairless]
+    fails = {x: 0 for x in order}
     for _ in range(n_rounds):
-        rng.shuffle(nodes)
+        rng.shuffle(order)
         vals = []
-        for a, b in zip(nodes[::2], nodes[1::2]):
-            v = 380 * min(slow.get(a, 1.0), slow.get(b, 1.0)) * (1 + NOISE * rng.gauss(0, 1))
+        for a, b in zip(order[::2], order[1::2]):
+            v = 380 * f.pair_factor(a, b) * (1 + f.noise * rng.gauss(0, 1))
+            if f.stragglers and rng.random() < f.stragglers:
+                v *= rng.uniform(0.8, 0.95)
             vals.append((a, b, v))
         med = statistics.median(v for _a, _b, v in vals)
         for a, b, v in vals:
             if v < THRESHOLD * med:
                 fails[a] += 1
                 fails[b] += 1
-    return {x for x, f in fails.items() if f > n_rounds / 2}, n_rounds, 0
+    bad = {x for x, c in fails.items() if c > n_rounds / 2}
+    cap = max(P.guard_min, int(P.guard_fraction * len(order)))
+    tripped = len(bad) > cap
+    verdict = {x: "fail" if x in bad else "pass" if x in fails else "untested" for x in nodes}
+    return (set() if tripped else bad), verdict, set(), tripped
 
 
-def ring(n: int, slow: dict, seed: int) -> tuple[set[str], int]:
-    return set(), 1, 0  # one number for the whole fleet: slow, but nobody to drain
+def judge(t: Truth, drained: set[str], verdict: dict, links: set, tripped: bool) -> dict:
+    false = drained & t.healthy
+    right = not false
+    if t.guard is True:
+        right &= tripped and not drained
+    elif t.guard is False:
+        right &= not tripped and t.must_fail <= drained
+    right &= not any(verdict.get(x) == "pass" for x in t.never_pass)
+    noise_links = {link for link in links if link not in t.slow_links}
+    return {"right": right, "found": len(t.must_fail & drained) if t.guard is False else 0,
+            "truth": len(t.must_fail) if t.guard is False else 0, "false": len(false),
+            "links_found": len(t.clear_links & links), "links_truth": len(t.clear_links),
+            "noise_links": len(noise_links)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=100)
-    ap.add_argument("--sizes", default="64,256,1024,4096")
+    ap.add_argument("--full", action="store_true", help="the big sweep: many seeds at every size")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds at the smallest size (fewer at bigger ones)")
+    ap.add_argument("--sizes", default="64,512,4096")
+    ap.add_argument("--no-timing", action="store_true")
     args = ap.parse_args()
+    base_seeds = args.seeds or (100 if args.full else 8)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    methods = [("slurmqual", slurmqual), ("median of pairs", median_of_pairs),
+               ("random re-pairing x15", random_repairing)]
+    total = {m: {"right": 0, "runs": 0, "found": 0, "truth": 0, "false": 0, "links_found": 0, "links_truth": 0,
+                 "noise_links": 0, "noise_links_5": 0, "runs_5": 0} for m, _f in methods}
+    wrong: list[str] = []
+    start = time.perf_counter()
+    for n in sizes:
+        seeds = max(5 if args.full else 1, base_seeds * 64 // n // (4 if n > 64 else 1))
+        for sc in SCENARIOS:
+            for seed in range(seeds):
+                nodes, fabric = build(sc, n, seed)
+                t = truth(nodes, fabric, sc)  # decided before any method runs
+                ms = run(nodes, fabric, seed=seed, n_rounds=ROUNDS, group_size=GROUP)
+                for label, method in methods:
+                    out = method(ms, nodes, seed, fabric) if method is random_repairing else method(ms, nodes, seed)
+                    r = judge(t, *out)
+                    tot = total[label]
+                    tot["runs"] += 1
+                    for k in ("right", "found", "truth", "false", "links_found", "links_truth", "noise_links"):
+                        tot[k] += r[k]
+                    if sc.noise == 0.05 and not sc.stragglers:
+                        tot["runs_5"] += 1
+                        tot["noise_links_5"] += r["noise_links"]
+                    if label == "slurmqual" and not r["right"]:
+                        wrong.append(f"{n} nodes, {sc.name}, seed {seed}: {r}")
+        print(f"  ... {n} nodes done ({time.perf_counter() - start:.0f} s)", flush=True)
+    print(f"\n{'method':<24} {'right':>8} {'recall':>7} {'false drains':>13} {'link recall':>12} "
+          f"{'noise links/run @5%':>20} {'rounds':>7}")
     ok = True
-    print(f"{'nodes':>6} {'method':<25} {'recall':>7} {'false drains':>13} {'rounds':>7} {'retests':>8} {'s/seed':>7}")
-    for n in (int(x) for x in args.sizes.split(",")):
-        for label, method in (("slurmqual", ours), ("slurmqual, NIC-side slow", ours_nic_only), ("random re-pairing x15", random_repairing), ("all-node ring", ring)):
-            found = truth = false = retests = 0
-            rounds_used = 0
-            start = time.perf_counter()
-            for seed in range(args.seeds):
-                slow = fleet(n, seed)
-                drained, rounds_used, retest = method(n, slow, seed)
-                retests += retest
-                truth += len(slow)
-                found += len(drained & set(slow))
-                false += len(drained - set(slow))
-            recall = found / truth
-            per = (time.perf_counter() - start) / args.seeds
-            print(f"{n:>6} {label:<25} {recall:>7.3f} {false:>13} {rounds_used:>7} {retests:>8} {per:>7.3f}", flush=True)
-            if label.startswith("slurmqual") and (recall < 1.0 or false or rounds_used > 4):
-                ok = False
-    print("slurmqual target (recall 1.0, 0 false drains, <= 4 rounds at every size):", "MET" if ok else "MISSED")
+    for label, _f in methods:
+        t = total[label]
+        right = t["right"] / t["runs"]
+        recall = t["found"] / t["truth"] if t["truth"] else 1.0
+        lrec = t["links_found"] / t["links_truth"] if t["links_truth"] else 1.0
+        nl = t["noise_links_5"] / max(t["runs_5"], 1)
+        rounds_used = 1 + ROUNDS if label != "random re-pairing x15" else 15
+        print(f"{label:<24} {right:>8.1%} {recall:>7.3f} {t['false']:>13} {lrec:>12.3f} {nl:>20.2f} {rounds_used:>7}")
+        if label == "slurmqual":
+            ok = right >= 0.99 and t["false"] == 0 and nl < 1 and rounds_used <= 4
+    print(f"({total['slurmqual']['runs']} scenario runs per method)")
+    for line in wrong[:15]:
+        print("  slurmqual wrong:", line)
+    if not args.no_timing:
+        nodes = names(16384)
+        fabric = Fabric(node={x: 0.6 for x in nodes[::100]}, noise=0.05)
+        raw = [m.to_dict() for m in run(nodes, fabric, seed=1)]
+        wall = cpu = math.inf
+        for _ in range(5):
+            t0, c0 = time.perf_counter(), time.process_time()
+            a = analyze([Measurement.from_dict(d) for d in raw], nodes)
+            wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+        # CPU time is what the analysis costs; wall time also counts other
+        # processes on a shared machine (best of 5 shown for both).
+        print(f"analysis of 16,384 nodes x 4 rounds ({len(raw)} measurements, from JSON dicts): "
+              f"{cpu:.2f} s CPU, {wall:.2f} s wall (target < 1 s: {'MET' if cpu < 1 else 'MISSED'}; "
+              f"{len(a.drain)} drained)")
+        ok &= cpu < 1
+    print("slurmqual target (>= 99% right, 0 false drains, < 1 noise-only link/run at 5% noise, <= 4 rounds):",
+          "MET" if ok else "MISSED")
     return 0 if ok else 1
 
 

@@ -30,6 +30,10 @@ echo "=== the same failing node as JSON (what the hooks record)"
 "$SQ" check --root "$work/no-peermem" --config config/slurmqual.toml --node no-peermem --json || true
 echo
 echo "Example trees are in $work; 'slurmqual examples list' shows all of them."
+echo
+echo "=== what 'slurmqual install' sets up on a compute node (dry run into $work/node-root)"
+mkdir -p "$work/node-root"
+"$SQ" install --root "$work/node-root" --dry-run
 
 if [ "${1:-}" = "--cluster" ] && [ -x scripts/localcluster.sh ]; then
     exec scripts/localcluster.sh demo

@@ -6,10 +6,14 @@
 #   scripts/localcluster.sh up [DIR] [NODES]   start (default /tmp/slurmqual-cluster, 4 nodes)
 #   scripts/localcluster.sh down [DIR]         stop by pid
 #   scripts/localcluster.sh demo [DIR]         start, break n2, watch slurmd drain it, repair, stop
+#
+# SLURM_VERSION=24.11 or =newest runs that Slurm from a cached Debian chroot
+# (tests/chroot.py builds it on first use); the default is the host's 22.05.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 action=${1:-up}
 dir=${2:-/tmp/slurmqual-cluster}
+version=${SLURM_VERSION:-22.05}
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 
@@ -20,13 +24,13 @@ done
 
 case "$action" in
 up)
-    "$PY" tests/slurmcluster.py up "$dir" --nodes "${3:-4}"
+    "$PY" tests/slurmcluster.py up "$dir" --nodes "${3:-4}" --version "$version"
     ;;
 down)
     "$PY" tests/slurmcluster.py down "$dir"
     ;;
 demo)
-    eval "$("$PY" tests/slurmcluster.py up "$dir" --nodes 4)"
+    eval "$("$PY" tests/slurmcluster.py up "$dir" --nodes 4 --version "$version")"
     trap '"$PY" tests/slurmcluster.py down "$dir" >/dev/null' EXIT
     echo "cluster up: SLURM_CONF=$SLURM_CONF"; sinfo
     echo; echo "--- unloading nvidia_peermem on n2 (its node tree: $dir/trees/n2)"

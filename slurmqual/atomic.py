@@ -27,7 +27,25 @@ def write_text(path: str, text: str, mode: int = 0o644) -> None:
 
 
 def ensure_dir(path: str, mode: int = 0o755) -> None:
-    """Create a directory tree; refuse when the final component is a symlink."""
-    os.makedirs(path, mode=mode, exist_ok=True)
+    """Create a directory tree with `mode` whatever the caller's umask (a hook
+    run under `umask 000` must not leave a 0777 state dir that every later run
+    refuses); refuse when the final component is a symlink."""
+    path = os.path.abspath(path)
+    missing = []
+    cur = path
+    while not os.path.lexists(cur):
+        missing.append(cur)
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            break
+        cur = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            continue  # created concurrently: judged below like any existing dir
+        os.chmod(d, mode)  # mkdir applied the umask; we want exactly `mode`
     if os.path.islink(path):
         raise OSError(f"{path}: is a symlink, refusing to use it")
+    if not os.path.isdir(path):
+        raise OSError(f"{path}: not a directory")

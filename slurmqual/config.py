@@ -11,15 +11,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
 
 from . import __version__
 
 DEFAULT_PATH = "/etc/slurmqual/config.toml"
 
 
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CACHE_BYTES = 4 << 20
+SECTIONS = ("node", "fabric", "checks", "hooks", "slurm", "burnin", "store")
+
+
 class ConfigError(Exception):
     """The site config is missing, unparsable or invalid. The message is for humans."""
+
+
+class ConfigRefused(ConfigError):
+    """As root: the config (or a directory on its way) is writable by someone
+    other than root. Nothing in it is read, so nothing in it is used."""
 
 
 class Config:
@@ -55,41 +64,69 @@ def _cache_dir() -> str:
     return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "slurmqual")
 
 
-def _trusted(path: str) -> bool:
-    """As root, only trust a cache file that root owns and only root can write."""
-    if os.geteuid() != 0:
-        return True
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return st.st_uid == 0 and not st.st_mode & 0o022
+def _cache_dir_usable(directory: str) -> bool:
+    """As root the cache is only used in a directory only root can write: in
+    any other, a user could plant the validated config root then trusts."""
+    from .security import root_only_ok
+
+    return root_only_ok(directory, "config cache dir") is None
 
 
-def _read_cache(path: str) -> dict | None:
-    if not _trusted(path):
-        return None
+def _read_cache(path: str, digest: str) -> dict | None:
+    """The cached effective config, or None on anything unexpected (missing,
+    symlink, not root's, truncated, wrong shape, other digest): the caller
+    then validates the file again, so a poisoned cache only costs time."""
+    from .fsroot import load_json_text, read_regular
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        raw = read_regular(path, MAX_CACHE_BYTES, nofollow=True)
+        if os.geteuid() == 0:
+            st = os.stat(path, follow_symlinks=False)
+            if st.st_uid != 0 or st.st_mode & 0o022:
+                return None
+        doc = load_json_text(raw)
     except (OSError, ValueError):
         return None
+    if not isinstance(doc, dict) or doc.get("digest") != digest:
+        return None
+    data = doc.get("config")
+    if not isinstance(data, dict) or set(data) != set(SECTIONS) or not all(isinstance(data[k], dict) for k in SECTIONS):
+        return None
+    return data
 
 
-def _write_cache(path: str, data: dict) -> None:
+def _write_cache(path: str, digest: str, data: dict) -> None:
     """Best effort, atomic; a cache we cannot write only costs speed."""
     try:
-        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, path)
+        from .atomic import ensure_dir, write_text
+
+        ensure_dir(os.path.dirname(path))
+        write_text(path, json.dumps({"digest": digest, "config": data}))
     except OSError:
         pass
 
 
+def _read_config(path: str) -> bytes:
+    """The config's bytes, refused before reading anything when root would
+    trust a file others can change, and never blocking on a FIFO."""
+    from .fsroot import NotRegularFile, read_regular
+    from .security import UnsafePath, check_root_only
+
+    try:
+        check_root_only(path, "site config")
+    except UnsafePath as exc:
+        raise ConfigRefused(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        return read_regular(path, MAX_CONFIG_BYTES)
+    except NotRegularFile as exc:
+        raise ConfigError(f"{path}: config {exc.strerror}") from None
+
+
 def parse_toml(raw: bytes, source: str) -> dict:
+    import tomllib  # only when the cache misses: ~8 ms the prolog does not pay
+
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -104,8 +141,7 @@ def load(path: str | None = None, *, use_cache: bool = True) -> Config:
     explicit = path is not None or "SLURMQUAL_CONFIG" in os.environ
     path = path or os.environ.get("SLURMQUAL_CONFIG") or DEFAULT_PATH
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = _read_config(path)
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: config file not found") from None
@@ -114,9 +150,11 @@ def load(path: str | None = None, *, use_cache: bool = True) -> Config:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
 
     digest = hashlib.sha256(__version__.encode() + b"\0" + raw).hexdigest()
-    cache_file = os.path.join(_cache_dir(), f"config-{digest[:32]}.json")
+    cache_dir = _cache_dir()
+    cache_file = os.path.join(cache_dir, f"config-{digest[:32]}.json")
+    use_cache = use_cache and _cache_dir_usable(cache_dir)
     if use_cache:
-        cached = _read_cache(cache_file)
+        cached = _read_cache(cache_file, digest)
         if cached is not None:
             return Config(cached, path, digest)
 
@@ -124,5 +162,5 @@ def load(path: str | None = None, *, use_cache: bool = True) -> Config:
 
     data = validate(parse_toml(raw, path or "<defaults>"), path or "<defaults>")
     if use_cache:
-        _write_cache(cache_file, data)
+        _write_cache(cache_file, digest, data)
     return Config(data, path, digest)

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
-CHECK_IDS = (
-    "peermem", "nic_link", "dcqcn", "gpu_nic_affinity", "gpu_count",
-    "pcie_link", "ib_counters", "versions",
-)
-
+from .checks import REGISTRY, default_checks
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf/nan are valid TOML floats; as a limit they make every node fail (or pass).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# Per-check config models live in their check modules (SPEC.settings) and
+# derive from this base.
+Strict = _Strict
 
 
 class NodeCfg(_Strict):
@@ -26,76 +28,43 @@ class NodeCfg(_Strict):
 
 class FabricCfg(_Strict):
     nics: int | None = Field(None, ge=0, le=64, description="expected fabric ports; None: no count check")
-    rate_gbps: float | None = Field(None, gt=0, description="expected port rate; None: the fastest port on the node")
+    rate_gbps: float | None = Field(None, gt=0, le=3200,  # 3.2 Tb/s: beyond any port made; above it every node fails
+                                    description="expected port rate; None: the fastest port on the node")
     link_layer: Literal["auto", "infiniband", "ethernet"] = "auto"
     check_netdev_speed: bool = True
     # RDMA devices to ignore (e.g. a management ConnectX on the storage network).
     ignore: list[str] = []
 
 
-class DcqcnCfg(_Strict):
-    priorities: list[int] = Field(default_factory=lambda: list(range(8)))
-    # Standard level: also query the firmware with mlxconfig. "auto": when the
-    # tool is installed (a missing tool is noted, not judged); true: required,
-    # a missing mlxconfig is an error; false: never.
-    mlxconfig: bool | Literal["auto"] = "auto"
-    prio_mask: int = Field(255, ge=0, le=255)
+def _checks_model() -> type[BaseModel]:
+    """`[checks]`: the hook lists plus one section per check that declares
+    settings, all derived from the check modules' SPECs."""
+    ids = tuple(REGISTRY)
 
-    @field_validator("priorities")
-    @classmethod
-    def _prio_range(cls, v: list[int]) -> list[int]:
-        bad = [p for p in v if not 0 <= p <= 7]
-        if bad:
-            raise ValueError(f"priorities must be 0-7, got {bad}")
-        return v
+    class _ChecksBase(_Strict):
+        prolog: list[str] = default_checks("prolog")
+        epilog: list[str] = default_checks("epilog")
+        healthcheck: list[str] = default_checks("healthcheck")
+        disabled: list[str] = []
 
+        @field_validator("prolog", "epilog", "healthcheck", "disabled")
+        @classmethod
+        def _known(cls, v: list[str]) -> list[str]:
+            unknown = [c for c in v if c not in ids]
+            if unknown:
+                raise ValueError(f"unknown check {unknown}; known: {', '.join(ids)}")
+            return v
 
-class AffinityCfg(_Strict):
-    same_pcie_switch: bool = False
-    # Explicit GPU -> NIC pinning, GPU PCI address -> RDMA device name.
-    gpu_nic_map: dict[str, str] = {}
-
-
-class PcieCfg(_Strict):
-    on_degraded: Literal["fail", "warn"] = "fail"
-
-
-class IbCountersCfg(_Strict):
-    limits: dict[str, int] = Field(default_factory=lambda: {
-        "symbol_error": 100,
-        "link_downed": 0,
-        "port_rcv_errors": 100,
-        "link_error_recovery": 10,
-        "local_link_integrity_errors": 10,
-        "excessive_buffer_overrun_errors": 10,
-    })
+    sections = {}
+    for spec in REGISTRY.values():
+        if spec.settings is not None:
+            model = spec.settings()
+            sections[spec.name] = (model, model())
+    return create_model("ChecksCfg", __base__=_ChecksBase, **sections)
 
 
-class VersionsCfg(_Strict):
-    driver: str | None = None
-    nic_fw: str | None = None
-    kernel: str | None = None
-    nccl: str | None = None
-
-
-class ChecksCfg(_Strict):
-    prolog: list[str] = ["peermem", "nic_link", "dcqcn", "gpu_nic_affinity", "gpu_count", "pcie_link"]
-    epilog: list[str] = list(CHECK_IDS)
-    healthcheck: list[str] = list(CHECK_IDS)
-    disabled: list[str] = []
-    dcqcn: DcqcnCfg = DcqcnCfg()
-    gpu_nic_affinity: AffinityCfg = AffinityCfg()
-    pcie_link: PcieCfg = PcieCfg()
-    ib_counters: IbCountersCfg = IbCountersCfg()
-    versions: VersionsCfg = VersionsCfg()
-
-    @field_validator("prolog", "epilog", "healthcheck", "disabled")
-    @classmethod
-    def _known(cls, v: list[str]) -> list[str]:
-        unknown = [c for c in v if c not in CHECK_IDS]
-        if unknown:
-            raise ValueError(f"unknown check {unknown}; known: {', '.join(CHECK_IDS)}")
-        return v
+ChecksCfg = _checks_model()
+CHECK_IDS = tuple(REGISTRY)
 
 
 class HooksCfg(_Strict):
@@ -106,12 +75,26 @@ class HooksCfg(_Strict):
     syslog: bool = True
     state_dir: str = "/var/lib/slurmqual/state"
     metrics_dir: str | None = None
+    # Fleet guard for hook drains (needs state_dir shared by all nodes): more than
+    # max(guard_min, guard_fraction of the nodes) hook drains within guard_window_s
+    # and further hook drains are held (logged critical, shown by `status`).
+    guard_fraction: float = Field(0.1, gt=0, le=1)
+    guard_min: int = Field(2, ge=0)
+    guard_window_s: float = Field(3600.0, gt=0)
+    # A check in `error` keeps slurmqual's own check drain at most this long; then
+    # the node is resumed if the check that drained it passes, else the reason
+    # says the check cannot judge (still drained: a person decides).
+    error_hold_s: float = Field(3600.0, ge=0)
 
 
 class RestCfg(_Strict):
     url: str | None = None          # http://host:6820 or unix:///run/slurmrestd.sock
     user: str | None = None
     token_file: str | None = None   # else SLURMRESTD_TOKEN
+    # "auto": no token over a unix socket without token_file (rest_auth/local), else a JWT.
+    auth: Literal["auto", "jwt", "local"] = "auto"
+    # Send the JWT over plain http:// to a non-loopback host or through a proxy (off: refused).
+    allow_insecure_http: bool = False
 
 
 class SlurmCfg(_Strict):
@@ -129,7 +112,7 @@ class BurninCfg(_Strict):
     nccl_tests_dir: str = "/opt/nccl-tests/build"
     launcher: Literal["srun", "mpirun"] = "srun"
     srun_mpi: str = "pmix"          # "none" to omit --mpi
-    tests: list[Literal["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf"]] = ["all_reduce_perf"]
+    tests: list[Literal["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf"]] = ["all_reduce_perf"]
     gpus_per_node: int = Field(8, ge=1, le=64)
     min_bytes: str = "1G"
     max_bytes: str = "8G"

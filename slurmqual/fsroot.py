@@ -8,10 +8,76 @@ links both stay inside the root and never escape it through `..`.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import posixpath
+import stat
 
 _MAX_LINKS = 40
+MAX_NODE_FILE = 1 << 20  # no sysfs/procfs attribute we read comes near this
+
+
+class NotRegularFile(OSError):
+    """A FIFO, device, socket or directory where a file was expected, or a
+    file over the size limit: reading it could block forever or never end."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: str, limit: int, *, nofollow: bool = False) -> bytes:
+    """Bytes of a regular file, refusing anything else before reading a byte.
+
+    Opened O_NONBLOCK so that a FIFO planted where a file is expected cannot
+    block the open (nor the hook's deadline), then fstat-checked on the open
+    descriptor (no race with a swap after a stat). At most `limit` bytes: a
+    larger file is an error, never silently truncated. `nofollow` refuses a
+    symlink as the last component (files root reads from directories others
+    could write)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | (os.O_NOFOLLOW if nofollow else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if nofollow and exc.errno == errno.ELOOP:
+            raise NotRegularFile(errno.ELOOP, "is a symlink, refusing to follow it", path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, f"is {_kind(st.st_mode)}, expected a file", path)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise NotRegularFile(errno.EFBIG, f"larger than {limit} bytes", path)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def load_json_text(text: str | bytes):
+    """json.loads that turns every way hostile JSON can fail into ValueError:
+    non-UTF-8 bytes and nesting deep enough to hit the interpreter's recursion
+    limit (the decoder raises RecursionError, which callers do not expect)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 class FsError(Exception):
@@ -28,6 +94,8 @@ class FsRoot:
 
     def __init__(self, root: str = "/"):
         self.root = os.path.abspath(root)
+        self._links: dict[str, str | None] = {}
+        self._dirs: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"FsRoot({self.root!r})"
@@ -36,7 +104,21 @@ class FsRoot:
     def resolve(self, path: str) -> str:
         """Return the node-absolute path (e.g. `/sys/devices/...`) with every
         symlink followed, clamped at the root. Missing components are kept
-        as they are, like `realpath -m`."""
+        as they are, like `realpath -m`. A directory's resolution is
+        remembered for this FsRoot's life, so sibling files cost one lookup."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if name in ("", ".", ".."):
+            return self._resolve(path)
+        base = self._dirs.get(parent)
+        if base is None:
+            base = self._resolve(parent or "/")
+            self._dirs[parent] = base
+        node = base.rstrip("/") + "/" + name
+        if self._readlink(self._host(node)) is None:
+            return node
+        return self._resolve(node)
+
+    def _resolve(self, path: str) -> str:
         parts = [p for p in path.split("/") if p]
         done: list[str] = []
         links = 0
@@ -48,10 +130,8 @@ class FsRoot:
                 if done:
                     done.pop()
                 continue
-            host = self._host("/" + "/".join(done + [name]))
-            try:
-                target = os.readlink(host)
-            except OSError:
+            target = self._readlink(self._host("/" + "/".join(done + [name])))
+            if target is None:
                 done.append(name)
                 continue
             links += 1
@@ -62,30 +142,50 @@ class FsRoot:
             parts = [p for p in target.split("/") if p] + parts
         return "/" + "/".join(done)
 
+    def _readlink(self, host: str) -> str | None:
+        """readlink, remembered for the life of this FsRoot (one check run):
+        sysfs paths share long prefixes, and every component of every read
+        used to cost a readlink syscall."""
+        try:
+            return self._links[host]
+        except KeyError:
+            pass
+        try:
+            target: str | None = os.readlink(host)
+        except OSError:
+            target = None
+        self._links[host] = target
+        return target
+
     def _host(self, node_path: str) -> str:
         if self.root == "/":
             return node_path
         return self.root + node_path
 
     def host_path(self, path: str) -> str:
-        """Path on this machine for a node path, symlinks resolved inside the root."""
+        """Path on this machine for a node path, symlinks resolved inside the root.
+        On the live node (root /) nothing can escape: the kernel resolves."""
+        if self.root == "/":
+            return path
         return self._host(self.resolve(path))
 
     # -- reads -----------------------------------------------------------
     def read(self, path: str) -> str:
         """Text content, stripped of the trailing newline. Raises FsError."""
         try:
-            with open(self.host_path(path), "rb") as fh:
-                data = fh.read(1 << 20)
+            data = read_regular(self.host_path(path), MAX_NODE_FILE)
         except FileNotFoundError:
             raise FsError(path, "missing") from None
         except PermissionError:
             raise FsError(path, "permission denied") from None
-        except IsADirectoryError:
-            raise FsError(path, "is a directory, expected a file") from None
+        except NotRegularFile as exc:  # a FIFO would block, /dev/zero never ends
+            raise FsError(path, exc.strerror) from None
         except OSError as exc:  # EIO/EINVAL from sysfs attributes of a sick device
             raise FsError(path, exc.strerror or str(exc)) from None
-        return data.decode("utf-8", "replace").rstrip("\n")
+        try:
+            return data.decode("utf-8").rstrip("\n")
+        except UnicodeDecodeError as exc:
+            raise FsError(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
     def read_or(self, path: str, default: str | None = None) -> str | None:
         try:

@@ -5,7 +5,13 @@ Rules (each one a lesson from the field):
   (thousands of nodes run it at once for a big job); on failure it sets our
   drain reason and exits non-zero so Slurm requeues the job.
 - epilog/healthcheck run the standard checks; a failure drains with our reason;
-  a pass resumes the node only if *we* drained it.
+  a pass resumes the node only if *we* drained it, and calls slurmctld only
+  when the node's state file says we did (or the file is unreadable).
+- who may drain, re-reason or resume what is decided in policy.py; a new hook
+  drain first asks the fleet guard (policy.HookGuard), which holds drains once
+  more than max(2, 10%) of the nodes were drained by hooks within its window.
+- a check in `error` holds our own drain at most hooks.error_hold_s (_error_hold).
+- drains, resumes and holds are spooled as events (events.py) for `history`.
 - we never touch a node an admin or another tool drained, nor one that is
   down, rebooting or in maintenance (LBNL NHC issue #134 is the bug to avoid).
 - a check `error` (bad input, hung command) never drains.
@@ -28,29 +34,26 @@ LEVEL = {"prolog": "fast", "epilog": "standard", "healthcheck": "standard"}
 
 def node_name(env: dict) -> str:
     name = env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
-    # SLURMD_NODENAME comes from slurmd, but be strict anyway: it becomes a path.
-    if not name or "/" in name or name.startswith(".") or len(name) > 128:
-        raise ValueError(f"unusable node name {name!r}")
-    return name
+    # SLURMD_NODENAME comes from slurmd, but be strict anyway: it becomes a path
+    # and a drain target (slurmqual/names.py).
+    from .names import BadNodeName, check
+
+    try:
+        return check(name)
+    except BadNodeName as exc:
+        raise ValueError(str(exc)) from None
 
 
 def drain_reason(failed: list[CheckResult]) -> str:
     first = failed[0]
-    detail = first.message
-    if len(failed) > 1:
-        detail = f"{detail} (+{len(failed) - 1} more: {','.join(r.name for r in failed[1:])})"
-    return reasons.make(first.name, detail)
+    return reasons.make(first.name, first.message, others=[r.name for r in failed[1:]])
 
 
-def record_state(state_dir: str, node: str, hook: str, results: list[CheckResult], versions: dict) -> None:
-    """Last result per node, for `slurmqual status` on the head node."""
-    from .atomic import ensure_dir, write_text
+def record_state(state_dir: str, node: str, hook: str, results: list[CheckResult], versions: dict):
+    """Merge this run into the node's state file (for `status`, `inventory`, baselines)."""
+    from .nodestate import record_run
 
-    nodes_dir = os.path.join(state_dir, "nodes")
-    ensure_dir(nodes_dir)
-    data = {"node": node, "time": time.time(), "hook": hook, "status": worst(results).value,
-            "checks": [r.to_dict() for r in results], "versions": versions}
-    write_text(os.path.join(nodes_dir, f"{node}.json"), json.dumps(data))
+    return record_run(state_dir, node, hook, results, versions)
 
 
 def run(hook: str, env: dict | None = None) -> int:
@@ -58,20 +61,30 @@ def run(hook: str, env: dict | None = None) -> int:
     os.environ["SLURMQUAL_HOOK"] = hook  # visible to the Slurm CLI calls we make (audit logs)
     config = None
     log = None
+    import signal
+
     try:
-        from .config import load
+        from .config import ConfigError, load
         from .hooklog import setup
 
-        config = load()
+        # Armed before reading anything (the config could be a FIFO), with the defaults.
+        _arm_deadline({"deadline_s": 30.0, "command_timeout_s": 10.0})
+        try:
+            config = load()
+        except ConfigError as exc:
+            # Nothing from a refused or broken config is used: not its log_file,
+            # not drain_on_internal_error. One clear line, no drain, exit 0.
+            signal.alarm(0)
+            setup(None).error("hook %s: no checks run: %s", hook, exc)
+            return 0
         log = setup(config["hooks"])
         _arm_deadline(config["hooks"])
         try:
             return _run(hook, env, config, log)
         finally:
-            import signal
-
             signal.alarm(0)  # the hook is over; never leave an alarm behind in the caller
     except Exception as exc:  # noqa: BLE001 - a slurmqual bug must not drain a fleet
+        signal.alarm(0)
         from .hooklog import setup
 
         log = log or setup(config["hooks"] if config else None)
@@ -109,20 +122,31 @@ def _run(hook: str, env: dict, config, log) -> int:
     from .commands.check import evaluate_with_context
     from .security import check_root_only
 
+    from .security import root_only_ok
+
     check_root_only(config.path or "", "site config")
-    check_root_only(config["hooks"]["state_dir"], "state dir")
+    # A state dir others can write is refused, but the checks still run (and
+    # drain): refusing to check at all would silently switch the node's checks off.
+    state_unsafe = root_only_ok(config["hooks"]["state_dir"], "state dir")
+    if state_unsafe:
+        log.error("%s: not recording state: %s", hook, state_unsafe)
     node = node_name(env)
     deadline = time.monotonic() + config["hooks"]["deadline_s"]
     results, ctx = evaluate_with_context(config.node_root(node), config, LEVEL[hook], config.checks_for(hook), deadline)
+    state = None
     try:
-        record_state(config["hooks"]["state_dir"], node, hook, results, ctx.memo.get("versions", {}))
-    except OSError as exc:
+        if not state_unsafe:
+            state = record_state(config["hooks"]["state_dir"], node, hook, results, ctx.memo.get("versions", {}))
+    except (OSError, ValueError) as exc:
         log.warning("could not record state for %s: %s", node, exc)
     if config["hooks"]["metrics_dir"]:
         try:
             from .metrics import write_node_metrics
 
-            write_node_metrics(config["hooks"]["metrics_dir"], node, results, time.time())
+            check_root_only(config["hooks"]["metrics_dir"], "metrics dir")  # its writer follows symlinks
+
+            write_node_metrics(config["hooks"]["metrics_dir"], node, results, time.time(),
+                               versions=state.versions if state is not None else ctx.memo.get("versions", {}))
         except Exception as exc:  # noqa: BLE001 - metrics are nice to have
             log.warning("could not write metrics: %s", exc)
     for r in results:
@@ -134,6 +158,10 @@ def _run(hook: str, env: dict, config, log) -> int:
 
     if hook == "prolog" and not failed:
         return 0  # the hot path: no slurmctld call at all
+    if not failed and state is not None and state.drain is None and state.drain_known:
+        # Passing epilog/healthcheck on a node we did not drain: nothing to give
+        # back, so no slurmctld call (512 epilogs end together after a big job).
+        return 0
 
     from .slurm import SlurmError, get_adapter
 
@@ -144,30 +172,152 @@ def _run(hook: str, env: dict, config, log) -> int:
         log.error("%s %s: cannot read node state from Slurm: %s", hook, node, exc)
         return 1 if (hook == "prolog" and failed) else 0
     if failed:
-        reason = drain_reason(failed)
-        if info is not None and info.drained and not reasons.is_ours(info.reason):
-            log.info("%s %s: failing (%s) but already drained by someone else (%r): left alone",
-                     hook, node, reason, info.reason)
-        elif info is not None and info.hands_off and not info.drained:
-            log.info("%s %s: failing (%s) but node is %s: left alone", hook, node, reason, info.state)
-        elif info is None or info.reason != reason:
+        return _on_failure(hook, node, failed, info, adapter, config, log)
+    return _on_pass(hook, node, results, info, state, adapter, config, log)
+
+
+def _set_drain(config, node: str, drain: dict | None, log, error_since: float | None | bool = False) -> None:
+    """Remember (or forget) our own hook drain in the node's state file."""
+    from .nodestate import update
+
+    def change(st):
+        st.drain = drain
+        st.drain_known = True
+        if error_since is not False:
+            st.error_since = error_since
+
+    try:
+        update(config["hooks"]["state_dir"], node, change)
+    except (OSError, ValueError) as exc:
+        log.warning("could not record drain state for %s: %s", node, exc)
+
+
+def _event(config, node: str, kind: str, detail: str, hook: str, log) -> None:
+    from . import events
+
+    try:
+        events.record(config["hooks"]["state_dir"], node, kind, detail, source=hook)
+    except (OSError, ValueError) as exc:
+        log.warning("could not spool %s event for %s: %s", kind, node, exc)
+
+
+def _on_failure(hook, node, failed, info, adapter, config, log) -> int:
+    from . import policy
+    from .slurm import SlurmError
+
+    fail_rc = 1 if hook == "prolog" else 0
+    reason = drain_reason(failed)
+    # Inside a requalify's own maintenance reservation the node is ours to judge.
+    requalifying = os.path.exists(os.path.join(config["hooks"]["state_dir"], "requalify", f"{node}.json"))
+    decision = policy.may_drain(info, reason, "hook", own_maintenance=requalifying)
+    if not decision:
+        if decision.noop:
+            _set_drain(config, node, {"reason": reason, "time": time.time(), "hook": hook}, log)
+        else:
+            log.info("%s %s: failing (%s) but %s", hook, node, reason, decision.why)
+        return fail_rc
+    if info is None or not info.drained:  # a new drain: ask the fleet guard first
+        try:
+            verdict = policy.HookGuard.from_config(config).request_drain(node, reason)
+        except OSError as exc:
+            log.error("%s %s: fleet guard unavailable (%s); draining anyway", hook, node, exc)
+            verdict = None
+        if verdict is not None and not verdict.allowed:
+            log.critical("%s %s: drain HELD by the fleet guard: %d nodes drained by slurmqual hooks within %gs "
+                         "(limit %d of %d nodes); would drain: %s. Suspect a shared config or fleet-wide fault; "
+                         "see `slurmqual status`", hook, node, verdict.recent,
+                         config["hooks"].get("guard_window_s", 3600.0), verdict.limit, verdict.fleet, reason)
+            _event(config, node, "guard_hold", reason, hook, log)
+            return 0  # a failing prolog would make Slurm drain the node itself
+    _set_drain(config, node, {"reason": reason, "time": time.time(), "hook": hook}, log, error_since=None)
+    try:
+        adapter.drain([node], reason)
+        log.warning("%s %s: drained: %s", hook, node, reason)
+        _event(config, node, "drain", reason, hook, log)
+    except SlurmError as exc:
+        log.error("%s %s: could not drain (%s): %s", hook, node, reason, exc)
+    return fail_rc
+
+
+def _on_pass(hook, node, results, info, state, adapter, config, log) -> int:
+    """Give back only what a node check took. A burn-in, requalify or admin
+    drain needs requalify or `slurmqual resume`."""
+    from . import policy
+    from .slurm import SlurmError
+
+    decision = policy.may_resume(info, "hook")
+    if not decision:
+        if info is not None and info.drained and policy.is_hook_reason(info.reason):
+            _set_drain(config, node, {"reason": info.reason, "time": time.time(), "hook": hook}, log)
+        else:  # not (or no longer) our hook drain: someone resumed or re-reasoned it
+            _set_drain(config, node, None, log, error_since=None)
+        log.info("%s %s: checks pass; %s", hook, node, decision.why)
+        return 0
+    drained_for = reasons.check_of(info.reason)
+    judged = {r.name: r.status for r in results}
+    if drained_for not in judged or judged[drained_for] in (Status.SKIP,):
+        # This hook does not run the check that drained the node: its pass says nothing about it.
+        log.info("%s %s: checks pass, but %s (which drained the node) is not run by this hook; kept drained",
+                 hook, node, drained_for)
+        _set_drain(config, node, {"reason": info.reason, "time": time.time(), "hook": hook}, log)
+        return 0
+    errors = [r for r in results if r.status is Status.ERROR]
+    if errors:
+        return _error_hold(hook, node, errors, info, state, adapter, config, log)
+    try:
+        adapter.resume([node])
+        log.warning("%s %s: checks pass, resumed (was: %s)", hook, node, info.reason)
+        _event(config, node, "resume", f"checks pass (was: {info.reason})", hook, log)
+    except SlurmError as exc:
+        log.error("%s %s: could not resume: %s", hook, node, exc)
+        return 0
+    _set_drain(config, node, None, log, error_since=None)
+    try:
+        policy.HookGuard.from_config(config).release(node)
+    except OSError:
+        pass
+    return 0
+
+
+def _error_hold(hook, node, errors, info, state, adapter, config, log) -> int:
+    """Bounded policy for checks that cannot judge while our drain holds: keep
+    the drain for hooks.error_hold_s; then resume if the check that drained the
+    node passes now (errors never drain), else re-reason the drain to say that
+    check cannot judge, so an admin sees why the node stays out."""
+    from .slurm import SlurmError
+
+    now = time.time()
+    since = state.error_since if state is not None and state.error_since is not None else now
+    if state is None or state.error_since is None or state.drain is None:
+        drain = (state.drain if state is not None else None) or {"reason": info.reason, "time": now, "hook": hook}
+        _set_drain(config, node, drain, log, error_since=since)
+    hold = config["hooks"].get("error_hold_s", 3600.0)
+    names = ",".join(r.name for r in errors)
+    if now - since < hold:
+        log.info("%s %s: checks pass but %s cannot judge; keeping our drain (at most %gs more)", hook, node, names,
+                 hold - (now - since))
+        return 0
+    drained_for = reasons.check_of(info.reason)
+    own = [r for r in errors if r.name == drained_for]
+    if own:
+        when = time.strftime("%m-%d %H:%M", time.localtime(since))
+        reason = reasons.make(drained_for, f"cannot judge since {when}: {own[0].message}")
+        if info.reason != reason:
             try:
                 adapter.drain([node], reason)
-                log.warning("%s %s: drained: %s", hook, node, reason)
+                _event(config, node, "error_hold", reason, hook, log)
             except SlurmError as exc:
-                log.error("%s %s: could not drain (%s): %s", hook, node, reason, exc)
-        return 1 if hook == "prolog" else 0
-    # Passed (epilog/healthcheck): give back only what a node check took. A
-    # burn-in or admin drain ("slurmqual: burnin: ...") needs requalify/resume.
-    from .checks import REGISTRY
-
-    if info is not None and info.drained and reasons.check_of(info.reason) in REGISTRY and not info.hands_off:
-        if any(r.status is Status.ERROR for r in results):
-            log.info("%s %s: checks pass but some errored; keeping our drain until they judge", hook, node)
-            return 0
-        try:
-            adapter.resume([node])
-            log.warning("%s %s: checks pass, resumed (was: %s)", hook, node, info.reason)
-        except SlurmError as exc:
-            log.error("%s %s: could not resume: %s", hook, node, exc)
+                log.error("%s %s: could not re-reason: %s", hook, node, exc)
+        log.critical("%s %s: %s drained the node and cannot judge for %gs; left drained: %s", hook, node,
+                     drained_for, now - since, reason)
+        return 0
+    try:
+        adapter.resume([node])
+    except SlurmError as exc:
+        log.error("%s %s: could not resume: %s", hook, node, exc)
+        return 0
+    log.critical("%s %s: %s passes again; resumed after holding %gs for checks that cannot judge (%s)", hook, node,
+                 drained_for, now - since, names)
+    _event(config, node, "resume", f"{drained_for} passes; {names} cannot judge after {hold:g}s hold", hook, log)
+    _set_drain(config, node, None, log, error_since=None)
     return 0

@@ -4,6 +4,14 @@ Written with prometheus_client's own exposition (`write_to_textfile` writes a
 temp file and renames it, so node_exporter never reads half a file). The
 library is imported lazily: the hooks call this only when a metrics dir is set.
 
+Conventions (https://prometheus.io/docs/practices/naming/): base units
+(`..._bytes_per_second`, `..._timestamp_seconds`), one label scheme: `test` is
+the nccl-tests collective (`all_reduce`), `kind` says how a fleet median was
+measured (`pair`, `intra`). One file per node (hooks: `slurmqual_node_<node>.prom`,
+burn-in: `slurmqual_burnin_node_<node>.prom`), so a requalify of one node
+rewrites only that node's file and never the fleet's; the fleet-wide median is
+in `slurmqual_burnin.prom`, written by full runs only.
+
 Encoding of `slurmqual_check_status`: 0 pass/na/skip, 1 warn, 2 error, 3 fail.
 """
 
@@ -15,6 +23,8 @@ import re
 from .result import CheckResult
 
 STATUS_VALUE = {"pass": 0, "na": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
+GB = 1e9  # burn-in scores are GB/s (decimal, as nccl-tests prints them)
+INFO_FIELDS = ("driver", "nic_fw", "kernel", "nccl")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -23,9 +33,19 @@ def _file_name(prefix: str, name: str) -> str:
     return f"slurmqual_{prefix}_{_SAFE.sub('_', name)}.prom"
 
 
-def write_node_metrics(directory: str, node: str, results: list[CheckResult], now: float) -> str:
-    """Per-check status and the time of this run, for one node."""
-    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+def _write(directory: str, name: str, reg) -> str:
+    from prometheus_client import write_to_textfile
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    write_to_textfile(path, reg)
+    return path
+
+
+def write_node_metrics(directory: str, node: str, results: list[CheckResult], now: float,
+                       versions: dict | None = None) -> str:
+    """Per-check status, the time of this run and the node's versions, for one node."""
+    from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry()
     status = Gauge("slurmqual_check_status", "slurmqual check status: 0 pass/na/skip, 1 warn, 2 error, 3 fail",
@@ -35,30 +55,52 @@ def write_node_metrics(directory: str, node: str, results: list[CheckResult], no
     last = Gauge("slurmqual_check_last_run_timestamp_seconds", "Unix time of the last slurmqual check run",
                  ["node"], registry=reg)
     last.labels(node=node).set(now)
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, _file_name("node", node))
-    write_to_textfile(path, reg)
-    return path
+    info = Gauge("slurmqual_node_info", "Versions a node runs (always 1; versions are labels, '' when unknown)",
+                 ["node", *INFO_FIELDS], registry=reg)
+    v = versions or {}
+    info.labels(node=node, **{f: str(v.get(f) or "") for f in INFO_FIELDS}).set(1)
+    return _write(directory, _file_name("node", node), reg)
 
 
-def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str = "all_reduce") -> str:
-    """Per-node busbw score and qualification from one burn-in analysis."""
-    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+def _test_and_kind(key: str, default_test: str) -> tuple[str, str]:
+    """Analysis median keys are `<test>:<kind>` (older runs: just `<kind>`)."""
+    test, sep, kind = key.partition(":")
+    return (test, kind) if sep else (default_test, key)
 
-    reg = CollectorRegistry()
-    busbw = Gauge("slurmqual_busbw_gbps", "Node's burn-in bus bandwidth score (GB/s)", ["node", "test"], registry=reg)
-    qualified = Gauge("slurmqual_qualified", "1 if the node passed its last burn-in, else 0", ["node"], registry=reg)
-    median = Gauge("slurmqual_fleet_median_busbw_gbps", "Fleet median bus bandwidth (GB/s)", ["test"], registry=reg)
+
+def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str = "all_reduce",
+                         fleet: bool = True) -> list[str]:
+    """One file per judged node (score, qualified, time); with fleet=True also
+    the fleet medians. Returns the paths written."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    paths = []
     for node, v in sorted(analysis.get("nodes", {}).items()):
+        reg = CollectorRegistry()
+        busbw = Gauge("slurmqual_busbw_bytes_per_second", "Node's burn-in bus bandwidth score",
+                      ["node", "test"], registry=reg)
+        qualified = Gauge("slurmqual_qualified", "1 if the node passed its last burn-in, else 0", ["node"],
+                          registry=reg)
+        when = Gauge("slurmqual_burnin_node_last_run_timestamp_seconds", "Unix time of the node's last burn-in verdict",
+                     ["node"], registry=reg)
         if v.get("score") is not None:
-            busbw.labels(node=node, test=test).set(v["score"])
+            from .burnin.analyze import median_for
+
+            key, _median = median_for(analysis, node)  # the key (test) that judged this node
+            busbw.labels(node=node, test=key.partition(":")[0] if key else test).set(float(v["score"]) * GB)
         qualified.labels(node=node).set(1 if v.get("verdict") == "pass" else 0)
-    for kind, value in sorted(analysis.get("median", {}).items()):
-        if value is not None:
-            median.labels(test=kind).set(value)
-    last = Gauge("slurmqual_burnin_last_run_timestamp_seconds", "Unix time of the last burn-in analysis", registry=reg)
-    last.set(now)
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, "slurmqual_burnin.prom")
-    write_to_textfile(path, reg)
-    return path
+        when.labels(node=node).set(now)
+        paths.append(_write(directory, _file_name("burnin_node", node), reg))
+    if fleet:
+        reg = CollectorRegistry()
+        median = Gauge("slurmqual_fleet_median_busbw_bytes_per_second", "Fleet median bus bandwidth of the last burn-in",
+                       ["test", "kind"], registry=reg)
+        for key, value in sorted(analysis.get("median", {}).items()):
+            if value is not None:
+                t, kind = _test_and_kind(key, test)
+                median.labels(test=t, kind=kind).set(float(value) * GB)
+        last = Gauge("slurmqual_burnin_last_run_timestamp_seconds", "Unix time of the last fleet burn-in analysis",
+                     registry=reg)
+        last.set(now)
+        paths.append(_write(directory, "slurmqual_burnin.prom", reg))
+    return paths

@@ -33,6 +33,12 @@ DEFAULT_MODULES = [
 COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "link_error_recovery",
             "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_xmit_discards",
             "port_rcv_data", "port_xmit_data")
+# AER statistics as drivers/pci/pcie/aer.c (Linux 6.1) names and prints them:
+# "%s %llu\n" per error bit, then "TOTAL_ERR_<KIND> %llu\n".
+AER_UNCORRECTABLE = ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF",
+                     "MalfTLP", "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked",
+                     "TLPBlockedErr", "PoisonTLPBlocked")
+AER_CORRECTABLE = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
 
 
 @dataclass
@@ -65,6 +71,23 @@ class NodeSpec:
     gpu_link: dict[int, tuple[int, str]] = field(default_factory=dict)  # idx -> (width, speed)
     nic_link: dict[int, tuple[int, str]] = field(default_factory=dict)
     counters: dict[tuple[int, str], int] = field(default_factory=dict)
+    # PCIe AER: (device, index, kind) -> {error name: count}; device "gpu", "nic" or
+    # "gpu_bridge" (the switch downstream port above GPU i); kind fatal/nonfatal/correctable.
+    aer: dict[tuple[str, int, str], dict[str, int]] = field(default_factory=dict)
+    uptime_s: float = 86400.0
+    # GPU tools' recorded outputs (nvidia-smi -q -x, nvidia-smi nvlink -s), per
+    # GPU index overrides of what they report: e.g. {2: {"remap_pending": "Yes"}}
+    # (keys: persistence, mig, volatile_dram_unc, remap_pending, remap_failure,
+    # retired_dbe, pending_retirement, temp, hw_slowdown, fabric_state,
+    # fabric_status, recovery_action).
+    gpu_report: dict[int, dict[str, str]] = field(default_factory=dict)
+    nvlink_down: dict[int, list[int]] = field(default_factory=dict)   # GPU index -> inactive links
+    fabric_manager: bool = True           # nv-fabricmanager process running
+    record_gpu_tools: bool = True
+    # Kernel log (/dev/kmsg records): (seconds after boot, message) added after the boot records.
+    kmsg: list[tuple[float, str]] = field(default_factory=list)
+    boot_id: str = "5b1c2e4f-8a7d-4c3e-9f10-2d6b8e1a7c55"
+    dcgm_fail: dict[int, str] = field(default_factory=dict)   # GPU index -> DCGM memory test warning
 
     def numa_of(self, i: int, kind: str) -> int:
         override = (self.gpu_numa if kind == "gpu" else self.nic_numa).get(i)
@@ -100,6 +123,24 @@ EXAMPLES: dict[str, tuple[str, NodeSpec]] = {
                                                                      nic_link={4: (16, "16.0 GT/s PCIe")})),
     "ib-counters-high": ("InfiniBand link with symbol errors and link downs",
                          replace(NodeSpec(link_layer="InfiniBand"), counters={(1, "symbol_error"): 5021, (1, "link_downed"): 3})),
+    "pcie-aer-nonfatal": ("GPU 3 logged non-fatal PCIe completion timeouts (AER)",
+                          _roce(aer={("gpu", 3, "nonfatal"): {"CmpltTO": 2}})),
+    "gpu-remap-pending": ("GPU 2 has a row remap pending after an uncorrectable ECC error (Xid 63)",
+                          _roce(gpu_report={2: {"remap_pending": "Yes", "remap_unc": "1", "volatile_dram_unc": "1"}})),
+    "gpu-remap-failed": ("GPU 5 ran out of spare rows: row remapping failure", _roce(gpu_report={5: {"remap_failure": "Yes"}})),
+    "gpu-mig-on": ("GPU 1 left in MIG mode, persistence mode off", _roce(gpu_report={1: {"mig": "Enabled"},
+                                                                                      4: {"persistence": "Disabled"}})),
+    "nvlink-down": ("GPU 6 has NVLinks 3 and 11 inactive", _roce(nvlink_down={6: [3, 11]})),
+    "dcgm-memory-fail": ("DCGM level-2 memory test fails on GPU 4",
+                         _roce(dcgm_fail={4: "Error using CUDA API cudaMemcpy Check DCGM and system logs for errors. "
+                                             "Reset GPU. Restart DCGM. Rerun diagnostics."})),
+    "xid-79": ("kernel log: GPU 0000:3a:00 fell off the bus (Xid 79) 10 minutes ago",
+               _roce(kmsg=[(85800.0, "NVRM: GPU at PCI:0000:3a:00: GPU-5a3d2c02-1b7e-4f0a-9c1d-0c2e8f1a0002"),
+                           (85800.1, "NVRM: Xid (PCI:0000:3a:00): 79, pid=0, GPU has fallen off the bus.")])),
+    "fabric-manager-down": ("nvidia-fabricmanager stopped; GPUs stuck in fabric state In Progress",
+                            _roce(fabric_manager=False,
+                                  gpu_report={i: {"fabric_state": "In Progress", "fabric_status": "N/A"}
+                                              for i in range(8)})),
 }
 
 
@@ -118,9 +159,20 @@ def _link(link_path: str, target_abs: str) -> None:
     os.symlink(rel, link_path)
 
 
+def _aer_text(kind: str, errors: dict[str, int]) -> str:
+    names = AER_CORRECTABLE if kind == "correctable" else AER_UNCORRECTABLE
+    lines = [f"{n} {errors.get(n, 0)}" for n in names]
+    total = {"fatal": "FATAL", "nonfatal": "NONFATAL", "correctable": "COR"}[kind]
+    lines.append(f"TOTAL_ERR_{total} {sum(errors.values())}")
+    return "\n".join(lines)
+
+
 def _pci_device(root: str, devpath: str, bdf: str, vendor: str, device: str, cls: str, numa: int,
-                link: tuple[int, str] = (16, "32.0 GT/s PCIe"), max_link: tuple[int, str] = (16, "32.0 GT/s PCIe")) -> str:
+                link: tuple[int, str] = (16, "32.0 GT/s PCIe"), max_link: tuple[int, str] = (16, "32.0 GT/s PCIe"),
+                aer: dict[str, dict[str, int]] | None = None) -> str:
     d = root + devpath
+    for kind in ("fatal", "nonfatal", "correctable"):
+        _write(f"{d}/aer_dev_{kind}", _aer_text(kind, (aer or {}).get(kind, {})))
     for name, value in (("vendor", vendor), ("device", device), ("class", cls), ("numa_node", str(numa)),
                         ("current_link_width", str(link[0])), ("current_link_speed", link[1]),
                         ("max_link_width", str(max_link[0])), ("max_link_speed", max_link[1]),
@@ -128,6 +180,10 @@ def _pci_device(root: str, devpath: str, bdf: str, vendor: str, device: str, cls
         _write(f"{d}/{name}", value)
     _link(f"{root}/sys/bus/pci/devices/{bdf}", d)
     return d
+
+
+def _aer_of(spec: NodeSpec, device: str, i: int) -> dict[str, dict[str, int]]:
+    return {kind: errs for (dev, idx, kind), errs in spec.aer.items() if dev == device and idx == i}
 
 
 def _bridge_chain(root: str, hb: int, numa: int) -> tuple[str, str]:
@@ -159,10 +215,12 @@ def build_spec(spec: NodeSpec, dest: str) -> str:
         gpu_bus, nic_bus = hb + 3, hb + 4
         if i < spec.gpus and i not in spec.missing_gpus:
             dsp = f"{up}/0000:{sec}:00.0"
-            _pci_device(root, dsp, f"0000:{sec}:00.0", "0x1000", "0xc030", "0x060400", numa_g)
+            _pci_device(root, dsp, f"0000:{sec}:00.0", "0x1000", "0xc030", "0x060400", numa_g,
+                        aer=_aer_of(spec, "gpu_bridge", i))
             bdf = f"0000:{gpu_bus:02x}:00.0"
             width, speed = spec.gpu_link.get(i, (16, "32.0 GT/s PCIe"))
-            _pci_device(root, f"{dsp}/{bdf}", bdf, "0x10de", "0x2330", "0x030200", numa_g, (width, speed))
+            _pci_device(root, f"{dsp}/{bdf}", bdf, "0x10de", "0x2330", "0x030200", numa_g, (width, speed),
+                        aer=_aer_of(spec, "gpu", i))
             gpu_infos.append(bdf)
         if i < spec.nics and i not in spec.missing_nics:
             numa_n = spec.numa_of(i, "nic")
@@ -171,7 +229,8 @@ def build_spec(spec: NodeSpec, dest: str) -> str:
             bdf = f"0000:{nic_bus:02x}:00.0"
             cls = "0x020700" if spec.link_layer == "InfiniBand" else "0x020000"
             width, speed = spec.nic_link.get(i, (16, "32.0 GT/s PCIe"))
-            nic = _pci_device(root, f"{dsp}/{bdf}", bdf, "0x15b3", "0x1021", cls, numa_n, (width, speed))
+            nic = _pci_device(root, f"{dsp}/{bdf}", bdf, "0x15b3", "0x1021", cls, numa_n, (width, speed),
+                              aer=_aer_of(spec, "nic", i))
             if i in spec.no_rdma_nics:
                 _netdev(root, nic, f"ens{i + 1}np0", spec.rate_gbps * 1000, ecn=spec.link_layer == "Ethernet")
             else:
@@ -262,10 +321,173 @@ def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
                f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
                f"Bus Location: \t {bdf}\nDevice Minor: \t {n}\nGPU Excluded:\t No")
     _write(f"{root}/proc/sys/kernel/osrelease", spec.kernel)
+    _write(f"{root}/proc/uptime", f"{spec.uptime_s:.2f} {spec.uptime_s * 100:.2f}")
+    _write(f"{root}/proc/1/comm", "systemd")
+    _write(f"{root}/proc/sys/kernel/random/boot_id", spec.boot_id)
+    _write_kmsg(root, spec)
+    if spec.fabric_manager and spec.nvswitches:
+        _write(f"{root}/proc/4242/comm", "nv-fabricmanage")   # comm is cut at 15 characters
+    if spec.record_gpu_tools and gpu_bdfs:
+        record_output(root, ["nvidia-smi", "-q", "-x"], smi_xml(spec, gpu_bdfs))
+        record_output(root, ["nvidia-smi", "nvlink", "-s"], nvlink_status(spec, len(gpu_bdfs)))
+        record_output(root, ["dcgmi", "diag", "-r", "2", "-j"], dcgm_diag(spec, len(gpu_bdfs)),
+                      rc=226 if spec.dcgm_fail else 0)
     if spec.nccl:  # as Debian/Ubuntu's libnccl2 installs it: real file plus soname links
         libdir = f"{root}/usr/lib/x86_64-linux-gnu"
         _write(f"{libdir}/libnccl.so.{spec.nccl}", "ELF")
         os.symlink(f"libnccl.so.{spec.nccl}", f"{libdir}/libnccl.so.{spec.nccl.split('.')[0]}")
+
+
+RECORDED_DIR = "/var/lib/slurmqual-recorded"
+
+BOOT_RECORDS = [
+    (0.0, 5, "Linux version {kernel} (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14) 12.2.0) #1 SMP "
+              "PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01)"),
+    (18.204113, 6, "nvidia-nvlink: Nvlink Core is being initialized, major device number 236"),
+    (18.771405, 5, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  Tue Mar  5 22:23:56 UTC 2024"),
+    (24.112907, 6, "mlx5_core 0000:19:00.0 mlx5_0: Port: 1 Link ACTIVE"),
+]
+
+
+def _write_kmsg(root: str, spec: NodeSpec) -> None:
+    """/dev/kmsg as `cat /dev/kmsg` prints it: 'prio,seq,usec,flags;message'."""
+    lines = []
+    records = [(t, p, m.format(kernel=spec.kernel, driver=spec.driver)) for t, p, m in BOOT_RECORDS]
+    records += [(t, 4, m) for t, m in spec.kmsg]
+    for seq, (t, prio, msg) in enumerate(sorted(records, key=lambda r: r[0])):
+        lines.append(f"{prio},{seq},{int(t * 1e6)},-;{msg}")
+    _write(f"{root}/dev/kmsg", "\n".join(lines))
+
+
+def add_kmsg(root: str, message: str, seconds_after_boot: float, prio: int = 4) -> None:
+    """Append one kernel log record (the next sequence number) to a tree's /dev/kmsg."""
+    path = f"{root}/dev/kmsg"
+    with open(path, encoding="utf-8") as fh:
+        lines = [ln for ln in fh.read().splitlines() if ln]
+    seq = int(lines[-1].split(",")[1]) + 1 if lines else 0
+    lines.append(f"{prio},{seq},{int(seconds_after_boot * 1e6)},-;{message.replace(chr(10), chr(92) + 'x0a')}")
+    _replace(path, "\n".join(lines) + "\n")
+
+
+def record_output(root: str, argv: list[str], stdout: str, rc: int = 0) -> None:
+    """Record what a tool prints on this node; at standard level a check run on
+    the tree reads it instead of running the tool (checks.recorded_output)."""
+    name = "_".join(a.replace("/", "%") for a in argv)
+    _write(f"{root}{RECORDED_DIR}/{name}.out", stdout)
+    rc_file = f"{root}{RECORDED_DIR}/{name}.rc"
+    if rc:
+        _write(rc_file, str(rc))
+    elif os.path.exists(rc_file):
+        os.unlink(rc_file)
+
+
+def _gpu_xml(spec: NodeSpec, n: int, bdf: str) -> str:
+    """One <gpu> element with the tags and nesting of a real driver 550
+    `nvidia-smi -q -x` (sections the checks read, plus identity)."""
+    r = {"persistence": "Enabled", "mig": "Disabled", "volatile_dram_unc": "0", "remap_corr": "0", "remap_unc": "0",
+         "remap_pending": "No", "remap_failure": "No", "temp": "34 C", "hw_slowdown": "Not Active",
+         "fabric_state": "Completed" if spec.nvswitches else "N/A",
+         "fabric_status": "Success" if spec.nvswitches else "N/A", "recovery_action": "None"}
+    r.update(spec.gpu_report.get(n, {}))
+    domain, rest = bdf.split(":", 1)
+    busid = f"0000{domain}:{rest}".upper()
+    i = "\t\t"
+    return "\n".join([
+        f'\t<gpu id="{busid}">',
+        f"{i}<product_name>NVIDIA H100 80GB HBM3</product_name>",
+        f"{i}<product_brand>NVIDIA</product_brand>",
+        f"{i}<product_architecture>Hopper</product_architecture>",
+        f"{i}<persistence_mode>{r['persistence']}</persistence_mode>",
+        f"{i}<mig_mode>\n{i}\t<current_mig>{r['mig']}</current_mig>\n{i}\t<pending_mig>{r['mig']}</pending_mig>\n{i}</mig_mode>",
+        f"{i}<serial>16523230{n:05d}</serial>",
+        f"{i}<uuid>GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d}</uuid>",
+        f"{i}<minor_number>{n}</minor_number>",
+        f"{i}<gpu_recovery_action>{r['recovery_action']}</gpu_recovery_action>",
+        f"{i}<pci>\n{i}\t<pci_bus_id>{busid}</pci_bus_id>\n{i}</pci>",
+        f"{i}<clocks_event_reasons>",
+        f"{i}\t<clocks_event_reason_gpu_idle>Active</clocks_event_reason_gpu_idle>",
+        f"{i}\t<clocks_event_reason_sw_power_cap>Not Active</clocks_event_reason_sw_power_cap>",
+        f"{i}\t<clocks_event_reason_hw_slowdown>{r['hw_slowdown']}</clocks_event_reason_hw_slowdown>",
+        f"{i}\t<clocks_event_reason_hw_thermal_slowdown>Not Active</clocks_event_reason_hw_thermal_slowdown>",
+        f"{i}\t<clocks_event_reason_hw_power_brake_slowdown>Not Active</clocks_event_reason_hw_power_brake_slowdown>",
+        f"{i}\t<clocks_event_reason_sw_thermal_slowdown>Not Active</clocks_event_reason_sw_thermal_slowdown>",
+        f"{i}</clocks_event_reasons>",
+        f"{i}<ecc_mode>\n{i}\t<current_ecc>Enabled</current_ecc>\n{i}\t<pending_ecc>Enabled</pending_ecc>\n{i}</ecc_mode>",
+        f"{i}<ecc_errors>",
+        f"{i}\t<volatile>\n{i}\t\t<sram_correctable>0</sram_correctable>\n{i}\t\t<sram_uncorrectable>0</sram_uncorrectable>",
+        f"{i}\t\t<dram_correctable>0</dram_correctable>\n{i}\t\t<dram_uncorrectable>{r['volatile_dram_unc']}</dram_uncorrectable>",
+        f"{i}\t</volatile>",
+        f"{i}\t<aggregate>\n{i}\t\t<sram_correctable>0</sram_correctable>\n{i}\t\t<sram_uncorrectable>0</sram_uncorrectable>",
+        f"{i}\t\t<dram_correctable>0</dram_correctable>\n{i}\t\t<dram_uncorrectable>{r['volatile_dram_unc']}</dram_uncorrectable>",
+        f"{i}\t</aggregate>",
+        f"{i}</ecc_errors>",
+        f"{i}<retired_pages>",
+        f"{i}\t<multiple_single_bit_retirement>\n{i}\t\t<retired_count>N/A</retired_count>\n{i}\t</multiple_single_bit_retirement>",
+        f"{i}\t<double_bit_retirement>\n{i}\t\t<retired_count>N/A</retired_count>\n{i}\t</double_bit_retirement>",
+        f"{i}\t<pending_blacklist>N/A</pending_blacklist>\n{i}\t<pending_retirement>N/A</pending_retirement>",
+        f"{i}</retired_pages>",
+        f"{i}<remapped_rows>",
+        f"{i}\t<remapped_row_corr>{r['remap_corr']}</remapped_row_corr>",
+        f"{i}\t<remapped_row_unc>{r['remap_unc']}</remapped_row_unc>",
+        f"{i}\t<remapped_row_pending>{r['remap_pending']}</remapped_row_pending>",
+        f"{i}\t<remapped_row_failure>{r['remap_failure']}</remapped_row_failure>",
+        f"{i}</remapped_rows>",
+        f"{i}<temperature>",
+        f"{i}\t<gpu_temp>{r['temp']}</gpu_temp>",
+        f"{i}\t<gpu_temp_max_threshold>92 C</gpu_temp_max_threshold>",
+        f"{i}\t<gpu_temp_slow_threshold>89 C</gpu_temp_slow_threshold>",
+        f"{i}</temperature>",
+        f"{i}<fabric>\n{i}\t<state>{r['fabric_state']}</state>\n{i}\t<status>{r['fabric_status']}</status>\n{i}</fabric>",
+        "\t</gpu>",
+    ])
+
+
+def smi_xml(spec: NodeSpec, gpu_bdfs: list[str]) -> str:
+    head = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">', "<nvidia_smi_log>",
+            "\t<timestamp>Tue Mar  5 22:30:00 2024</timestamp>", f"\t<driver_version>{spec.driver}</driver_version>",
+            "\t<cuda_version>12.4</cuda_version>", f"\t<attached_gpus>{len(gpu_bdfs)}</attached_gpus>"]
+    gpus = [_gpu_xml(spec, n, bdf) for n, bdf in enumerate(gpu_bdfs)]
+    return "\n".join(head + gpus + ["</nvidia_smi_log>"])
+
+
+def dcgm_diag(spec: NodeSpec, n_gpus: int) -> str:
+    """`dcgmi diag -r 2 -j` in DCGM 3.x's layout (categories > tests > per-GPU results)."""
+    import json
+
+    def per_gpu(name: str) -> dict:
+        results = []
+        for g in range(n_gpus):
+            r = {"gpu_ids": str(g), "status": "PASS"}
+            if name == "Memory" and g in spec.dcgm_fail:
+                r = {"gpu_ids": str(g), "status": "FAIL", "warnings": [{"warning": spec.dcgm_fail[g], "error_id": 9,
+                                                                        "error_category": 4, "error_severity": 2}]}
+            results.append(r)
+        return {"name": name, "results": results}
+
+    deployment = [{"name": n, "results": [{"gpu_ids": ",".join(map(str, range(n_gpus))), "status": "PASS"}]}
+                  for n in ("Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS-related Blocks",
+                            "Persistence Mode", "Environmental Variables", "Page Retirement/Row Remap",
+                            "Graphics Processes", "Inforom")]
+    doc = {"DCGM GPU Diagnostic": {"test_categories": [
+        {"category": "Deployment", "tests": deployment},
+        {"category": "Integration", "tests": [per_gpu("PCIe")]},
+        {"category": "Hardware", "tests": [per_gpu("GPU Memory"), per_gpu("Memory")]},
+    ], "version": "3.3.5"}}
+    return json.dumps(doc, indent="\t")
+
+
+def nvlink_status(spec: NodeSpec, n_gpus: int) -> str:
+    """`nvidia-smi nvlink -s` as driver 5xx prints it on an H100 SXM (18 links)."""
+    lines = []
+    for n in range(n_gpus):
+        lines.append(f"GPU {n}: NVIDIA H100 80GB HBM3 (UUID: GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d})")
+        down = spec.nvlink_down.get(n, [])
+        if len(down) >= 18:
+            lines.append("NVML: Unable to retrieve NVLink information as all links are inactive")
+            continue
+        for link in range(18):
+            lines.append(f"\t Link {link}: " + ("<inactive>" if link in down else "26.562 GB/s"))
+    return "\n".join(lines)
 
 
 def build(name_or_spec: str | NodeSpec, dest: str) -> str:
@@ -324,3 +546,8 @@ def _replace(path: str, text: str) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, real)
+
+
+def set_aer(root: str, bdf: str, kind: str, errors: dict[str, int]) -> None:
+    """Rewrite one AER statistics file, e.g. set_aer(root, bdf, "nonfatal", {"CmpltTO": 2})."""
+    _replace(f"{root}/sys/bus/pci/devices/{bdf}/aer_dev_{kind}", _aer_text(kind, errors) + "\n")

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-QUALIFIED, FAILED, PENDING, STALE, UNKNOWN = "qualified", "failed", "pending", "stale", "unknown"
-STATES = (QUALIFIED, FAILED, PENDING, STALE, UNKNOWN)
+QUALIFIED, FAILED, PENDING, STALE, UNKNOWN, DOWN = "qualified", "failed", "pending", "stale", "unknown", "down"
+STATES = (QUALIFIED, FAILED, PENDING, STALE, UNKNOWN, DOWN)
+# Slurm says the node cannot run jobs at all: whatever its last burn-in said, it is not qualified now.
+_DOWN_STATES = ("down", "unknown", "future", "fail", "failing")
+_DOWN_FLAGS = ("NOT_RESPONDING", "FAIL", "POWERED_DOWN", "POWERING_DOWN")
 
 
 @dataclass
@@ -33,13 +36,20 @@ def drained_by_us(f: NodeFacts) -> bool:
     return draining and f.reason.startswith("slurmqual:")
 
 
+def slurm_down(f: NodeFacts) -> bool:
+    return f.slurm_state.lower() in _DOWN_STATES or bool({x.upper() for x in f.slurm_flags} & set(_DOWN_FLAGS))
+
+
 def judge(f: NodeFacts, now: float, max_age_s: float) -> str:
     """Map the facts to one of STATES. Order matters: an in-flight
-    requalification wins, then anything that says the node is bad."""
+    requalification wins, then anything that says the node is bad, then a
+    node Slurm cannot reach (down, not responding: never `qualified`)."""
     if f.requalify_pending:
         return PENDING
     if drained_by_us(f):
         return FAILED
+    if slurm_down(f):
+        return DOWN
     if f.burnin_verdict is None or f.burnin_time is None:
         return UNKNOWN
     if f.burnin_verdict == "fail":

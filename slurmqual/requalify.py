@@ -41,6 +41,27 @@ def pick_references(store, candidates: list, swapped: set[str], count: int, now:
     return [name for _t, name in sorted(good, reverse=True)[:count]]
 
 
+def progress(run_dir: str) -> str:
+    """`tasks 1/3 done, 12 measurements so far` from a run directory's result files."""
+    import glob
+
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as fh:
+            total = len(json.load(fh)["groups"])
+    except (OSError, ValueError, KeyError, TypeError):
+        total = 0
+    done = measured = 0
+    for path in glob.glob(os.path.join(run_dir, "results", "task-*.json")):
+        try:
+            with open(path) as fh:
+                res = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        measured += len(res.get("measurements", []))
+        done += res.get("complete") is not False
+    return f"tasks {done}/{total} done, {measured} measurements so far"
+
+
 def pairing_rounds(swapped: list[str], refs: list[str], partners: int) -> list[list[list[str]]]:
     """Each swapped node meets `partners` different reference nodes, one per round."""
     from .burnin.plan import retest_plan
@@ -81,6 +102,7 @@ class Requalify:
     # -- the workflow ----------------------------------------------------------
     def run(self) -> dict:
         from .burnin.store import StoreError, open_store
+        from .policy import may_resume
 
         info = {n.name: n for n in self.adapter.node_info()}
         unknown = [n for n in self.nodes if n not in info]
@@ -100,22 +122,31 @@ class Requalify:
             raise RequalifyError("no qualified reference node with a recent baseline")
         self.out(f"requalify {self.id}: {','.join(self.nodes)} against reference {','.join(refs)}")
         self._mark()
+        self.decided: dict[str, str] = {}   # node -> "pass" | "fail": anything else is drained on the way out
         created = False
+        why = "ended without a verdict"
         old_handlers = {s: signal.signal(s, self._cancel) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         try:
             self.adapter.create_reservation(self.reservation, self.nodes + refs, 24 * 60)
             created = True
+            self._event_all("requalify", f"started {self.id} against {','.join(refs)}")
             self.out(f"reservation {self.reservation} created (maint, ignore_jobs)")
-            drained = [n for n in self.nodes if info[n].drained]
+            # The admin named these nodes: requalify resumes them inside the reservation,
+            # whoever drained them (the reservation keeps production jobs off).
+            drained = [n for n in self.nodes if may_resume(info[n], "admin", force=True)]
             if drained:
                 self.adapter.resume(drained)
+            self._wait_responding(self.nodes)
             results = self._checks()
             failed_checks = {n: r for n, r in results.items() if r is not None}
-            for n, why in failed_checks.items():
-                self.out(f"{n}: checks fail: {why}")
+            for n, why_n in failed_checks.items():
+                self.out(f"{n}: checks fail: {why_n}")
             testable = [n for n in self.nodes if n not in failed_checks]
             analysis = self._burnin(testable, refs) if testable else {"nodes": {}, "drain": []}
             return self._verdicts(analysis, failed_checks, before)
+        except BaseException as exc:
+            why = str(exc) or type(exc).__name__
+            raise
         finally:
             for s in old_handlers:  # a second Ctrl-C must not cut the cleanup short
                 signal.signal(s, signal.SIG_IGN)
@@ -130,6 +161,8 @@ class Requalify:
             except Exception:  # noqa: BLE001
                 pass
             if created:
+                # Before the reservation goes: a node that did not pass must not take production jobs.
+                self._drain_undecided(why)
                 self._wait_jobs_gone(jobs)
                 self._delete_reservation()
             self._unmark()
@@ -138,6 +171,58 @@ class Requalify:
 
     def _cancel(self, signum, _frame):
         raise Cancelled(f"cancelled by signal {signum}")
+
+    def _event_all(self, kind: str, detail: str, nodes: list[str] | None = None) -> None:
+        from . import events
+
+        for n in nodes or self.nodes:
+            try:
+                events.record(self.state_dir, n, kind, detail, source="requalify")
+            except (OSError, ValueError):
+                pass
+
+    def _drain_undecided(self, why: str) -> None:
+        """Every exit that is not a verdict ends with the node drained
+        `slurmqual: requalify: <why>` (unless someone else drained it meanwhile)."""
+        from .policy import may_drain
+
+        todo = [n for n in self.nodes if n not in getattr(self, "decided", {})]
+        if not todo:
+            return
+        reason = reasons.make("requalify", why)
+        try:
+            now = {i.name: i for i in self.adapter.node_info()}
+        except Exception:  # noqa: BLE001 - slurmctld slow: drain anyway
+            now = {}
+        for n in todo:
+            cur = now.get(n)
+            if cur is not None and cur.drained and reasons.is_ours(cur.reason) and \
+                    reasons.check_of(cur.reason) != "admin":
+                continue  # e.g. our prolog refused the node with its precise reason
+            decision = may_drain(cur, reason, "requalify")
+            if not decision and not decision.noop and cur is not None and cur.drained:
+                self.out(f"{n}: left drained as it is: {decision.why}")
+                continue
+            try:
+                self.adapter.drain([n], reason)
+                self.out(f"{n}: drained: {reason}")
+            except Exception as exc:  # noqa: BLE001
+                self.out(f"WARNING: {n}: could not drain ({reason}): {exc}")
+        self._event_all("requalify", f"{self.id} did not finish: {why}", todo)
+
+    def _drain(self, node: str, reason: str) -> None:
+        """A verdict's drain, through the shared ownership rules."""
+        from .policy import may_drain
+
+        try:
+            cur = {i.name: i for i in self.adapter.node_info(node)}.get(node)
+        except Exception:  # noqa: BLE001
+            cur = None
+        decision = may_drain(cur, reason, "requalify")
+        if decision:
+            self.adapter.drain([node], reason)
+        elif not decision.noop:
+            self.out(f"{node}: not drained: {decision.why}")
 
     def _wait_jobs_gone(self, jobs: list[str], timeout: float = 90) -> None:
         """Cancelled jobs still end (kill wait, epilog) inside the reservation."""
@@ -163,19 +248,39 @@ class Requalify:
                 time.sleep(1)
         self.out(f"WARNING: could not delete reservation {self.reservation}: {last}")
 
+    def _wait_responding(self, nodes: list[str], timeout: float = 180) -> None:
+        """A just-resumed node is briefly not responding; a step started then
+        fails. Wait until Slurm sees every node up and responding."""
+        end = time.monotonic() + timeout
+        waiting = list(nodes)
+        while waiting and time.monotonic() < end:
+            try:
+                now = {i.name: i for i in self.adapter.node_info()}
+            except Exception:  # noqa: BLE001
+                now = {}
+            # Responding is what matters: a node a check drained meanwhile has its answer already.
+            waiting = [n for n in nodes if n not in now or "NOT_RESPONDING" in now[n].flags
+                       or now[n].state not in ("idle", "mixed", "allocated", "completing")]
+            if waiting:
+                time.sleep(1)
+        if waiting:
+            raise RequalifyError(f"nodes not responding after resume ({timeout:g}s): {','.join(waiting)}")
+
     def _checks(self) -> dict[str, str | None]:
         """Fast + standard checks on each swapped node, inside the reservation."""
         out: dict[str, str | None] = {}
-        exe = [sys.executable, "-m", "slurmqual", "check", "--level", "standard", "--json"]
+        from .security import job_export
+
+        exe = [sys.executable, "-P", "-m", "slurmqual", "check", "--level", "standard", "--json"]
         if self.config.path:
             exe += ["--config", self.config.path]
         from .command import CommandError, run
 
         started = time.time()
         for n in self.nodes:
-            argv = [*self.adapter.srun_argv(), f"--reservation={self.reservation}", f"--job-name={self.reservation}", "--immediate=30", "-N1", "-n1", f"--nodelist={n}", "--time=5", "--export=ALL",
+            argv = [*self.adapter.srun_argv(), f"--reservation={self.reservation}", f"--job-name={self.reservation}", "--immediate=120", "-N1", "-n1", f"--nodelist={n}", "--time=5", job_export(self.config.path),
                     *exe, "--node", n]
-            env = dict(os.environ)
+            env = {k: v for k, v in os.environ.items() if k != "SLURMRESTD_TOKEN"}  # srun needs no JWT
             if getattr(self.adapter, "slurm_conf", None):
                 env["SLURM_CONF"] = self.adapter.slurm_conf
             try:
@@ -216,12 +321,19 @@ class Requalify:
         self.out(f"burn-in {sub['run_id']}: array {sub['array_job']}, analysis {sub['analysis_job']}")
         path = os.path.join(sub["run_dir"], "analysis.json")
         deadline = time.monotonic() + 4 * 3600
+        last_line, last_time = "", 0.0
         while time.monotonic() < deadline:
             states = self.adapter.job_states([sub["analysis_job"]])
             state = states.get(sub["analysis_job"], "GONE")
             if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
                 break
+            line = f"burn-in: {progress(sub['run_dir'])}; analysis {state.lower()}"
+            if line != last_line or time.monotonic() - last_time > 60:
+                self.out(f"{time.strftime('%H:%M:%S')} {line}")
+                last_line, last_time = line, time.monotonic()
             time.sleep(2)
+        else:
+            raise RequalifyError(f"burn-in did not finish within 4 h (see {sub['run_dir']}/logs)")
         self.jobs = []
         try:
             with open(path) as fh:
@@ -241,22 +353,30 @@ class Requalify:
                     check, _, detail = failed_checks[n].partition(": ")
                     reason = reasons.make(check, detail) if detail and not check.startswith("checks could not") \
                         else reasons.make("requalify", failed_checks[n])
-                    self.adapter.drain([n], reason)
+                    self._drain(n, reason)
                 summary[n] = {"result": "fail", "reason": reason}
+                self.decided[n] = "fail"
                 self.out(f"{n}: FAIL: {reason}")
+                self._event_all("requalify", f"{self.id} fail: {reason}", [n])
                 continue
             v = analysis["nodes"].get(n, {"verdict": "untested", "score": None})
             if v["verdict"] == "pass":
                 prev = before.get(n)
                 note = f"; own previous baseline {prev:.1f}" if prev else ""
                 summary[n] = {"result": "pass", "score": v["score"], "previous_baseline": prev}
+                self.decided[n] = "pass"
+                self._event_all("requalify", f"{self.id} pass, score {v['score']}", [n])
                 self.out(f"{n}: PASS, score {v['score']:.1f} GB/s{note}; new baseline recorded, back in service")
             elif n in analysis.get("drain", []):
                 summary[n] = {"result": "fail", "score": v["score"]}
+                self.decided[n] = "fail"
+                self._event_all("requalify", f"{self.id} fail, score {v['score']}; drained by the burn-in", [n])
                 self.out(f"{n}: FAIL, score {v['score']}; drained by the burn-in")
             else:
                 reason = reasons.make("requalify", f"burn-in {v['verdict']}, score {v['score']}")
-                self.adapter.drain([n], reason)
+                self._drain(n, reason)
+                self.decided[n] = "fail"
+                self._event_all("requalify", f"{self.id} {v['verdict']}: {reason}", [n])
                 summary[n] = {"result": v["verdict"], "score": v["score"], "reason": reason}
                 self.out(f"{n}: {v['verdict'].upper()}: drained ({reason})")
         return summary

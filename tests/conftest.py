@@ -23,3 +23,75 @@ def samples() -> pathlib.Path:
     if not SAMPLES.is_dir():
         pytest.skip(f"real tool samples not found at {SAMPLES} (set SLURMQUAL_SAMPLES or check out shared/ beside the repo)")
     return SAMPLES
+
+
+# -- the real-Slurm version matrix --------------------------------------------
+# Every test that uses a module's real `cluster` fixture (tests marked `slurm`)
+# runs once per Slurm version: 22.05 (this machine's Debian 12 packages), 24.11
+# (a Debian trixie chroot) and the newest (a Debian sid chroot); see
+# tests/slurmcluster.py and tests/chroot.py. SLURMQUAL_SLURM_VERSIONS picks
+# versions, e.g. `SLURMQUAL_SLURM_VERSIONS=22.05` for a quick run.
+import concurrent.futures  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests"))
+import chroot  # noqa: E402
+import slurmcluster  # noqa: E402
+
+
+def slurm_versions() -> list[str]:
+    raw = os.environ.get("SLURMQUAL_SLURM_VERSIONS", "").strip()
+    if not raw:
+        return list(slurmcluster.VERSIONS)
+    wanted = [v.strip() for v in raw.split(",") if v.strip()]
+    unknown = [v for v in wanted if v not in slurmcluster.VERSIONS]
+    if unknown:
+        raise pytest.UsageError(f"SLURMQUAL_SLURM_VERSIONS: unknown {', '.join(unknown)} "
+                                f"(known: {', '.join(slurmcluster.VERSIONS)})")
+    return wanted
+
+
+def pytest_generate_tests(metafunc):
+    if "cluster" in metafunc.fixturenames and metafunc.definition.get_closest_marker("slurm"):
+        versions = slurm_versions()
+        metafunc.parametrize("cluster", versions, ids=versions, indirect=True, scope="module")
+
+
+_chroots: dict[str, str | Exception] = {}  # version -> chroot path or why unavailable; one build per session
+
+
+def _chroot_for(version: str, session) -> str:
+    """The session's chroot for `version`: on first need, every selected
+    chroot version is built (or taken from the cache) in parallel, once."""
+    if version not in _chroots:
+        needed = sorted({item.callspec.params["cluster"] for item in session.items
+                         if hasattr(item, "callspec") and item.callspec.params.get("cluster") in chroot.SUITES}
+                        | {version})
+        needed = [v for v in needed if v not in _chroots]
+
+        def build(v: str):
+            try:
+                return chroot.ensure_chroot(chroot.SUITES[v])
+            except chroot.ChrootUnavailable as exc:
+                return exc
+
+        with concurrent.futures.ThreadPoolExecutor(len(needed)) as pool:
+            for v, result in zip(needed, pool.map(build, needed)):
+                _chroots[v] = result
+    result = _chroots[version]
+    if isinstance(result, Exception):
+        pytest.skip(f"Slurm {version} (Debian {chroot.SUITES[version]} chroot) unavailable: {result}")
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the module's `cluster` fixture starts: pick its Slurm version
+    (slurm_fixtures.start_cluster builds Cluster() with the default) and
+    make sure that version's chroot exists, or skip saying why."""
+    version = getattr(item, "callspec", None) and item.callspec.params.get("cluster")
+    if not version:
+        return
+    slurmcluster.DEFAULT_VERSION = version
+    if version in chroot.SUITES:
+        _chroot_for(version, item.session)

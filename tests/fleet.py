@@ -1,35 +1,113 @@
-"""Synthetic fleets for analysis tests and the benchmark: per-node and per-link
-factors, multiplicative noise, measured over the same plan the job array runs."""
+"""Synthetic fleets for analysis tests and the benchmark: a fabric model
+(per-node, network-only, intra-only and per-link factors, GPU models,
+multiplicative noise with optional heavy-tailed stragglers, failed tests,
+dead tasks) measured over the same plan the job array runs, producing the
+measurements a task writes."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
 
 from slurmqual.burnin.analyze import Measurement
 from slurmqual.burnin.plan import groups, rounds
 
 REF = 8589934592
+H100 = "NVIDIA H100 80GB HBM3"
+H200 = "NVIDIA H200"
+INTRA = {H100: 1.2, H200: 1.45}  # NVLink busbw relative to the network's, per GPU model
+
+
+@dataclass
+class Fabric:
+    node: dict[str, float] = field(default_factory=dict)       # slow everywhere (intra and network)
+    net: dict[str, float] = field(default_factory=dict)        # slow on the network side only
+    intra_only: dict[str, float] = field(default_factory=dict)  # slow NVLink, network fine
+    link: dict = field(default_factory=dict)                   # {(a, b): factor}
+    noise: float = 0.0
+    stragglers: float = 0.0          # chance that one measurement is a straggler (x U(0.8, 0.95))
+    models: dict[str, str] = field(default_factory=dict)       # node -> GPU model (default H100)
+    fail_pairs: set = field(default_factory=set)               # frozenset pairs whose test crashes
+    pairless: set = field(default_factory=set)                 # nodes whose every pair test crashes
+    dead_tasks: dict[int, str] = field(default_factory=dict)   # task index -> "start" | "after_intra"
+    repeat: list = field(default_factory=list)                 # pairs measured once more (e.g. a retest round)
+    base: float = 380.0
+
+    def pair_factor(self, a: str, b: str) -> float:
+        f = min(self.node.get(a, 1.0), self.node.get(b, 1.0), self.net.get(a, 1.0), self.net.get(b, 1.0))
+        return f * self.link.get(frozenset((a, b)), 1.0)
+
+    def intra_factor(self, n: str) -> float:
+        return self.node.get(n, 1.0) * self.intra_only.get(n, 1.0) * INTRA[self.models.get(n, H100)]
+
+
+def run(nodes: list[str], fabric: Fabric, seed: int = 0, n_rounds: int = 3, group_size: int = 16,
+        tests: tuple[str, ...] = ("all_reduce",), intra: bool = True) -> list[Measurement]:
+    """What the job array would measure on this fabric: per group (task) an intra
+    test per node, then `n_rounds` round-robin pair rounds, for each test."""
+    rng = random.Random(seed)
+    lf = {frozenset(k): v for k, v in fabric.link.items()}
+    fabric = Fabric(**{**fabric.__dict__, "link": lf})
+    out: list[Measurement] = []
+
+    def noisy(x: float) -> float:
+        x *= 1 + fabric.noise * rng.gauss(0, 1)
+        if fabric.stragglers and rng.random() < fabric.stragglers:
+            x *= rng.uniform(0.8, 0.95)
+        return max(x, 0.0)
+
+    def pair(a: str, b: str, test: str, task: int, rnd: int) -> Measurement:
+        if {a, b} & fabric.pairless or frozenset((a, b)) in fabric.fail_pairs:
+            return Measurement((a, b), 0.0, REF, test, ok=False, task=task, round=rnd)
+        return Measurement((a, b), noisy(fabric.base * fabric.pair_factor(a, b)), REF, test,
+                           gpu_model=fabric.models.get(a, H100), nccl_version="2.21.5", task=task, round=rnd)
+
+    for task, g in enumerate(groups(nodes, group_size)):
+        death = fabric.dead_tasks.get(task)
+        if death == "start":
+            continue
+        for test in tests:
+            if intra:
+                out += [Measurement((n,), noisy(fabric.base * fabric.intra_factor(n)), REF, test,
+                                    gpu_model=fabric.models.get(n, H100), nccl_version="2.21.5", task=task)
+                        for n in g]
+            if death == "after_intra":
+                break
+            for r, rnd in enumerate(rounds(g, n_rounds)):
+                out += [pair(a, b, test, task, r + 1) for a, b in rnd]
+        if death == "after_intra":
+            continue
+    for a, b in fabric.repeat:
+        for test in tests:
+            out.append(pair(a, b, test, -1, n_rounds + 1))
+    return out
+
+
+def run_pairs(rounds_: list[list[tuple[str, str]]], fabric: Fabric, seed: int = 0,
+              tests: tuple[str, ...] = ("all_reduce",)) -> list[Measurement]:
+    """Explicit rounds of pairs (a requalify's plan), with each node's intra test first."""
+    rng = random.Random(seed)
+    nodes = list(dict.fromkeys(n for rnd in rounds_ for p in rnd for n in p))
+    out: list[Measurement] = []
+
+    def noisy(x: float) -> float:
+        return max(x * (1 + fabric.noise * rng.gauss(0, 1)), 0.0)
+
+    for test in tests:
+        out += [Measurement((n,), noisy(fabric.base * fabric.intra_factor(n)), REF, test,
+                            gpu_model=fabric.models.get(n, H100), task=0) for n in nodes]
+        for r, rnd in enumerate(rounds_):
+            out += [Measurement((a, b), noisy(fabric.base * fabric.pair_factor(a, b)), REF, test,
+                                gpu_model=fabric.models.get(a, H100), task=0, round=r + 1) for a, b in rnd]
+    return out
 
 
 def measure(nodes: list[str], node_factor: dict[str, float] | None = None, link_factor: dict | None = None,
             noise: float = 0.0, seed: int = 0, n_rounds: int = 3, group_size: int = 16, base: float = 380.0,
             intra: bool = True) -> list[Measurement]:
-    rng = random.Random(seed)
-    nf = node_factor or {}
-    lf = {frozenset(k): v for k, v in (link_factor or {}).items()}
-    out = []
-
-    def noisy(x):
-        return x * (1 + noise * rng.gauss(0, 1))
-
-    for g in groups(nodes, group_size):
-        if intra:
-            out += [Measurement((n,), noisy(1.2 * base * nf.get(n, 1.0)), REF, "all_reduce") for n in g]
-        for rnd in rounds(g, n_rounds):
-            for a, b in rnd:
-                f = min(nf.get(a, 1.0), nf.get(b, 1.0)) * lf.get(frozenset((a, b)), 1.0)
-                out.append(Measurement((a, b), noisy(base * f), REF, "all_reduce"))
-    return out
+    """Short form: slow nodes (everywhere) and slow links."""
+    return run(nodes, Fabric(node=dict(node_factor or {}), link=dict(link_factor or {}), noise=noise, base=base),
+               seed=seed, n_rounds=n_rounds, group_size=group_size, intra=intra)
 
 
 def names(n: int) -> list[str]:

@@ -7,7 +7,26 @@ hostname nX), uses free TCP ports, and has its own node tree as `/` through
 the slurmqual site config (`node.root = "<dir>/trees/{node}"`), so one node
 can be broken while the others stay healthy. Daemons are stopped by pid only.
 
-    python3 tests/slurmcluster.py up DIR [--nodes 6]   # prints `export SLURM_CONF=...`
+Slurm versions (the test matrix, see README "Supported Slurm versions"):
+`version="22.05"` runs the machine's own Debian 12 Slurm; `"24.11"` and
+`"newest"` run the daemons of a cached Debian chroot (tests/chroot.py:
+trixie, sid). A chroot cluster first starts a holder process in a private
+mount namespace (proc, /dev, /sys, the temp dir and this checkout bound at
+their own paths, so every path means the same inside and out) chrooted into
+the chroot; every daemon and client then enters it with `nsenter`, so the
+mounts vanish with the last daemon and nothing is ever left mounted on the
+host. slurmd runs the hooks with the chroot's Python: a small venv per cluster
+(`python`, under the cluster dir) whose .pth adds the chroot's cached venv
+(slurmqual's dependencies) and this checkout, so `python -I -m slurmqual`
+(how burn-in jobs start it) works too. Clients: `run()` and `env` (PATH)
+reach the cluster's own Slurm tools from the host; `slurmqual_argv` runs
+slurmqual's CLI where the cluster's Slurm is (inside the chroot), and so does
+a plain `[sys.executable, "-m", "slurmqual", ...]` run with `env` (a
+sitecustomize on env's PYTHONPATH re-executes it inside, same pid), so the
+jobs it submits name a Python that exists on the nodes; the logging
+wrappers in `bin_dir` work both from the host and from inside.
+
+    python3 tests/slurmcluster.py up DIR [--nodes 6] [--version 24.11]   # prints `export SLURM_CONF=...`
     python3 tests/slurmcluster.py down DIR
 """
 
@@ -17,19 +36,35 @@ import json
 import os
 import pwd
 import random
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chroot  # noqa: E402  (tests/chroot.py, beside this file)
+
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
+HOST_VERSION = "22.05"  # Debian 12's Slurm, installed on the machine itself
+VERSIONS = (HOST_VERSION, *chroot.SUITES)  # ("22.05", "24.11", "newest")
+# Version a Cluster() gets when none is passed; tests/conftest.py sets it per test.
+DEFAULT_VERSION = HOST_VERSION
+CLIENT_TOOLS = ("scontrol", "sinfo", "squeue", "sbatch", "scancel", "srun", "sacct", "salloc", "sprio", "sshare",
+                "sstat", "sdiag", "strigger", "sacctmgr")
 
 
-def missing_requirements() -> str | None:
-    """Why a real cluster cannot run here, or None."""
+def missing_requirements(version: str = HOST_VERSION) -> str | None:
+    """Why a real cluster of `version` cannot run here, or None (a chroot that
+    cannot be built raises chroot.ChrootUnavailable at start instead)."""
+    if version != HOST_VERSION:
+        if version not in chroot.SUITES:
+            return f"unknown Slurm version {version!r} (known: {', '.join(VERSIONS)})"
+        return None if os.geteuid() == 0 else "needs root (run the suite as root, as CI does: bash scripts/test.sh)"
     if os.geteuid() != 0:
         return "needs root (run the suite as root, as CI does: bash scripts/test.sh)"
     for d in DAEMONS + ("/usr/bin/sinfo",):
@@ -65,19 +100,39 @@ def _free_port_block(count: int) -> int:
 class Cluster:
     """Handle on a running local cluster (see module docstring)."""
 
-    def __init__(self, base: str, nodes: int = 6, health_interval: int = 5, python: str | None = None):
+    def __init__(self, base: str, nodes: int = 6, health_interval: int = 5, python: str | None = None,
+                 version: str | None = None):
+        self.version = version or DEFAULT_VERSION
+        self.root: str | None = None  # the chroot, for versions other than the host's
+        self._python_arg = python
         self.base = os.path.abspath(base)
         self.n = nodes
         self.names = [f"n{i}" for i in range(1, nodes + 1)]
         self.health_interval = health_interval
-        self.python = python or sys.executable
         self.conf = os.path.join(self.base, "etc", "slurm.conf")
         self.sq_config = os.path.join(self.base, "etc", "slurmqual.toml")
         self.trees = os.path.join(self.base, "trees")
         self.state_dir = os.path.join(self.base, "state")
         self.log = os.path.join(self.base, "log")
         self.bin = os.path.join(self.base, "bin")
+        self.bin_dir = os.path.join(self.base, "slurm-bin")      # logging wrappers (slurmqual's bin_dir)
+        self.client_bin = os.path.join(self.base, "client-bin")  # host -> this cluster's own tools
         self.pids: dict[str, int] = {}
+        self.slurm_version = ""  # what the daemons report, e.g. "24.11.5"
+
+    @property
+    def in_chroot(self) -> bool:
+        return self.version != HOST_VERSION
+
+    def in_root(self, argv: list[str], cwd: str | None = None) -> list[str]:
+        """argv that runs `argv` (paths as seen inside) in this cluster's Slurm
+        installation: itself for the host's, else nsenter into the holder's
+        namespace and root, in directory `cwd` (default: the caller's; `/`
+        where that does not exist inside). No fork on the way: same pid."""
+        if not self.in_chroot:
+            return list(argv)
+        return ["nsenter", "-t", str(self.pids["holder"]), "-m", "-r", "-w", "--", "/bin/sh", "-c",
+                'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"', "sh", cwd or os.getcwd(), *argv]
 
     # -- environment for clients ------------------------------------------
     @property
@@ -86,6 +141,9 @@ class Cluster:
         env["SLURM_CONF"] = self.conf
         env["SLURMQUAL_CONFIG"] = self.sq_config
         env["SLURMQUAL_CACHE_DIR"] = os.path.join(self.base, "cache")
+        if self.in_chroot:
+            env["PATH"] = self.client_bin + os.pathsep + env.get("PATH", "")
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(self.base, "pyshim"), env.get("PYTHONPATH")) if p)
         for k in ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_NODELIST", "SLURM_JOB_NODELIST"):
             env.pop(k, None)
         return env
@@ -106,7 +164,7 @@ class Cluster:
         os.chmod(self.base, 0o755)
         for name in self.names:
             build("h100-roce-healthy", self.tree(name))
-        munge = pwd.getpwnam("munge")
+        munge = self._user("munge")
         mdir = os.path.join(self.base, "munge")
         with open(os.path.join(mdir, "munge.key"), "wb") as fh:
             fh.write(os.urandom(1024))
@@ -178,6 +236,10 @@ PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
         with open(self.conf, "w") as fh:
             fh.write(conf)
+        if self.in_chroot:  # slurmd >= 23.11 fails on cgroup setup without a real systemd here
+            with open(os.path.join(self.base, "etc", "cgroup.conf"), "w") as fh:
+                fh.write("CgroupPlugin=disabled\n")
+            os.chmod(os.path.join(self.base, "etc", "cgroup.conf"), 0o644)
         with open(self.sq_config, "w") as fh:
             fh.write(f"""[node]
 gpus = 8
@@ -216,6 +278,8 @@ path = "{self.base}/slurmqual.db"
         nccl = os.path.join(self.base, "nccl-tests")
         os.makedirs(nccl, exist_ok=True)
         shutil.copy(os.path.join(REPO, "tests", "fakebin", "all_reduce_perf"), nccl)
+        for other in ("all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf"):
+            shutil.copy(os.path.join(nccl, "all_reduce_perf"), os.path.join(nccl, other))  # the stand-in plays the test it is named after
         self.fabric({})
         for p in (self.sq_config, self.conf):
             os.chmod(p, 0o644)
@@ -223,15 +287,61 @@ path = "{self.base}/slurmqual.db"
     def _write_slurm_wrappers(self) -> None:
         """slurmqual's Slurm calls go through these: each logs its argv to
         log/slurm-calls.log, then runs the real tool. Tests use the log to
-        prove, e.g., that a passing prolog made no slurmctld call."""
-        d = os.path.join(self.base, "slurm-bin")
+        prove, e.g., that a passing prolog made no slurmctld call. In a chroot
+        cluster they run the chroot's tool from inside (hooks) and outside."""
+        d = self.bin_dir
         os.makedirs(d, exist_ok=True)
         for tool in ("scontrol", "sinfo", "squeue", "sbatch", "scancel", "srun", "sacct"):
             path = os.path.join(d, tool)
+            if self.in_chroot:
+                run = (f'if [ -e {chroot.READY_MARKER} ]; then exec /usr/bin/{tool} "$@"; fi\n'
+                       f'exec {self._in_root_sh(tool)} "$@"\n')
+            else:
+                run = f'exec /usr/bin/{tool} "$@"\n'
             with open(path, "w") as fh:
                 fh.write(f'#!/bin/sh\necho "$(date +%s.%N) ${{SLURMD_NODENAME:-}} ${{SLURMQUAL_HOOK:-cli}} {tool} $*" >> {self.log}/slurm-calls.log\n'
-                         f'exec /usr/bin/{tool} "$@"\n')
+                         + run)
             os.chmod(path, 0o755)
+        if self.in_chroot:
+            os.makedirs(self.client_bin, exist_ok=True)
+            for tool in (*CLIENT_TOOLS, "slurmqual"):
+                inside = f"{self.python} -m slurmqual" if tool == "slurmqual" else f"/usr/bin/{tool}"
+                path = os.path.join(self.client_bin, tool)
+                with open(path, "w") as fh:
+                    fh.write(f'#!/bin/sh\nif [ -e {chroot.READY_MARKER} ]; then exec {inside} "$@"; fi\n'
+                             f'exec {self._in_root_sh(inside)} "$@"\n')
+                os.chmod(path, 0o755)
+            self._write_pyshim()
+
+    def _write_pyshim(self) -> None:
+        """sitecustomize.py that sends a host `python -m slurmqual ...` into the chroot."""
+        d = os.path.join(self.base, "pyshim")
+        os.makedirs(d, exist_ok=True)
+        wrapper = os.path.join(self.client_bin, "slurmqual")
+        with open(os.path.join(d, "sitecustomize.py"), "w") as fh:
+            fh.write(f"""# generated by tests/slurmcluster.py: `python -m slurmqual ...` run on the host with this
+# cluster's env goes on inside its chroot (Slurm {self.version}), with the chroot's Python.
+import os
+import sys
+
+_argv = getattr(sys, "orig_argv", [])
+if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqual"]:
+    os.execv({wrapper!r}, [{wrapper!r}, *_argv[3:]])
+""")
+
+    def _in_root_sh(self, cmd: str) -> str:
+        """Shell text: run `cmd` (e.g. /usr/bin/sinfo) inside, in the caller's working directory."""
+        return (f"nsenter -t {self.pids['holder']} -m -r -w -- /bin/sh -c "
+                f"'cd -- \"$1\" 2>/dev/null || cd /; shift; exec \"$@\"' sh \"$(/bin/pwd)\" {cmd}")
+
+    @property
+    def slurmqual_argv(self) -> list[str]:
+        """How a test runs slurmqual's CLI against this cluster: where its Slurm
+        is (inside the chroot, with the chroot's Python, for chroot versions),
+        so jobs it submits name a Python that exists on the nodes."""
+        if not self.in_chroot:
+            return [sys.executable, "-m", "slurmqual"]
+        return [os.path.join(self.client_bin, "slurmqual")]
 
     def fabric(self, model: dict) -> None:
         """Set the fabric model the stand-in all_reduce_perf reads (see tests/fakebin)."""
@@ -247,9 +357,73 @@ path = "{self.base}/slurmqual.db"
 
     # -- lifecycle ------------------------------------------------------------
     def start(self, extra_conf: str = "", sq_extra: str = "", jwt: bool = False) -> "Cluster":
-        why = missing_requirements()
+        why = missing_requirements(self.version)
         if why:
             raise RuntimeError(why)
+        os.makedirs(self.log, exist_ok=True)
+        if self.in_chroot:
+            self.root = chroot.ensure_chroot(chroot.SUITES[self.version])  # raises ChrootUnavailable
+            try:
+                self._start_holder()
+                self._make_venv()
+            except BaseException:
+                self.stop()
+                raise
+        try:
+            return self._start(extra_conf, sq_extra, jwt)
+        except BaseException:
+            self.stop()  # never leave daemons (or the chroot's namespace) behind a failed start
+            raise
+
+    @property
+    def python(self) -> str:
+        """The Python slurmd's hooks run slurmqual with (a path inside the chroot for chroot versions)."""
+        if self._python_arg:
+            return self._python_arg
+        return os.path.join(self.base, "venv", "bin", "python") if self.in_chroot else sys.executable
+
+    def _make_venv(self) -> None:
+        """The cluster's own venv inside the chroot: no packages, a .pth that
+        adds the cached venv's site-packages (slurmqual's dependencies) and
+        this checkout; .pth files count even in isolated mode (-I)."""
+        venv = os.path.join(self.base, "venv")
+        subprocess.run(self.in_root(["python3", "-m", "venv", "--without-pip", venv], cwd="/"), check=True,
+                       capture_output=True, timeout=60)
+        pyver = chroot.python_version(self.root)
+        deps = f"{chroot.VENV}/lib/python{pyver}/site-packages"
+        with open(os.path.join(venv, "lib", f"python{pyver}", "site-packages", "slurmqual-test.pth"), "w") as fh:
+            fh.write(f"{REPO}\nimport site; site.addsitedir({deps!r})\n")
+
+    def _binds(self) -> list[str]:
+        """Host paths bound at their own path inside the chroot: the temp dir
+        (cluster dirs, pytest's tmp_path for job output), this checkout, and
+        /etc/hosts, /etc/resolv.conf."""
+        binds = [os.path.realpath(tempfile.gettempdir()), REPO]
+        if not any(self.base == b or self.base.startswith(b + "/") for b in binds):
+            binds.append(self.base)
+        # This machine's name resolution: Slurm >= 23.11 resolves the submit
+        # host by name and retries for 10 s when the chroot cannot.
+        return binds + [f for f in ("/etc/hosts", "/etc/resolv.conf") if os.path.isfile(f)]
+
+    def _start_holder(self) -> None:
+        """The private mount namespace all of this cluster's daemons share."""
+        ready = os.path.join(self.log, "holder.ready")
+        argv = chroot.run_in_argv(self.root, ["/bin/sh", "-c", f": > {ready}; exec sleep infinity"], self._binds())
+        self._spawn("holder", argv)
+        self._wait(lambda: os.path.exists(ready), 20, "chroot namespace holder")
+
+    def _user(self, name: str) -> pwd.struct_passwd:
+        """A user as the daemons see it (the chroot's /etc/passwd for chroot versions)."""
+        if not self.in_chroot:
+            return pwd.getpwnam(name)
+        with open(os.path.join(self.root, "etc", "passwd")) as fh:
+            for line in fh:
+                f = line.rstrip("\n").split(":")
+                if f[0] == name:
+                    return pwd.struct_passwd((f[0], f[1], int(f[2]), int(f[3]), f[4], f[5], f[6]))
+        raise RuntimeError(f"user {name} missing in {self.root}")
+
+    def _start(self, extra_conf: str, sq_extra: str, jwt: bool) -> "Cluster":
         if jwt:  # slurmrestd with rest_auth/jwt needs auth/jwt as an alternative auth type
             os.makedirs(os.path.join(self.base, "etc"), exist_ok=True)
             key = os.path.join(self.base, "etc", "jwt.key")
@@ -259,13 +433,14 @@ path = "{self.base}/slurmqual.db"
             extra_conf += f"\nAuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={key}\n"
         self._write_files(extra_conf, sq_extra)
         mdir = os.path.join(self.base, "munge")
-        self._spawn("munged", ["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--foreground",
+        self._spawn("munged", ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups", "/usr/sbin/munged", "--foreground",
                                f"--socket={mdir}/munge.socket", f"--key-file={mdir}/munge.key",
                                f"--pid-file={mdir}/munged.pid", f"--log-file={mdir}/munged.log",
                                f"--seed-file={mdir}/munged.seed"])
         self._wait(lambda: os.path.exists(f"{mdir}/munge.socket"), 10, "munged socket")
         self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-c", "-f", self.conf])
         self._wait(lambda: self.run("scontrol", "ping", check=False).returncode == 0, 20, "slurmctld")
+        self.slurm_version = self.run("scontrol", "-V").stdout.split()[-1]
         for name in self.names:
             os.makedirs(os.path.join(self.base, "spool", name), exist_ok=True)
             self._spawn(f"slurmd-{name}", self._slurmd_argv(name))
@@ -275,22 +450,23 @@ path = "{self.base}/slurmqual.db"
 
     def start_rest(self, unix: bool = False) -> str:
         """slurmrestd on a free loopback port, or with unix=True on a unix socket
-        (JWT auth, as user nobody); returns its URL (http://... or unix:///...)."""
+        (JWT auth, as an unprivileged user: see rest_user); returns its URL (http://... or unix:///...)."""
         port = _free_port_block(1)
         env = dict(self.env, SLURM_JWT="daemon")
         key = "slurmrestd-unix" if unix else "slurmrestd"
         listen = f"127.0.0.1:{port}"
-        if unix:  # slurmrestd binds after dropping to nobody: give it a directory it may write
+        user, group = self.rest_user()
+        if unix:  # slurmrestd binds after dropping privileges: give it a directory it may write
             sock_dir = os.path.join(self.base, "restd")
             os.makedirs(sock_dir, exist_ok=True)
-            os.chown(sock_dir, pwd.getpwnam("nobody").pw_uid, -1)
+            os.chown(sock_dir, self._user(user).pw_uid, -1)
             os.chmod(self.base, os.stat(self.base).st_mode | 0o711)
             sock = os.path.join(sock_dir, "slurmrestd.sock")
             listen = f"unix:{sock}"
         out = open(os.path.join(self.log, f"{key}.out"), "ab")
-        proc = subprocess.Popen(["/usr/sbin/slurmrestd", "-f", self.conf, "-u", "nobody", "-g", "nogroup",
-                                 "-s", "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36", "-a", "rest_auth/jwt",
-                                 listen], stdout=out, stderr=subprocess.STDOUT, env=env,
+        proc = subprocess.Popen(self.in_root(["/usr/sbin/slurmrestd", "-f", self.conf, "-u", user, "-g", group,
+                                              "-s", self.rest_plugins(), "-a", "rest_auth/jwt", listen], cwd=self.base),
+                                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.base,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         self.pids[key] = proc.pid
         self.save()
@@ -309,22 +485,42 @@ path = "{self.base}/slurmqual.db"
         self._wait(listening, 15, "slurmrestd")
         return url
 
+    def rest_user(self) -> tuple[str, str]:
+        """User and group slurmrestd drops to. Newer slurmrestd (26.05) refuses
+        `-u nobody` ("Unable to resolve user: nobody"); the chroots' Slurm
+        packages create an unprivileged `slurm` user (SlurmUser here is root)."""
+        return ("slurm", "slurm") if self.in_chroot else ("nobody", "nogroup")
+
+    def rest_plugins(self) -> str:
+        """slurmrestd's -s: 23.11 replaced the per-version openapi/v0.0.x
+        plugins by openapi/slurmctld, which serves every version it knows."""
+        if _version_tuple(self.slurm_version or self.version) >= (23, 11):
+            return "openapi/slurmctld"
+        return "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"
+
     def token(self, user: str = "root", lifespan: int = 3600) -> str:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}").stdout.strip()
         return out.split("=", 1)[1]
 
     def _slurmd_argv(self, name: str) -> list[str]:
-        slurmd = ["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf]
+        # The host's unshare/hostname give slurmd its own UTS namespace; nsenter
+        # (for chroot versions) then enters only the mount namespace and root.
+        slurmd = self.in_root(["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf], cwd=self.base)
         probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
         if probe.returncode == 0:
             return ["unshare", "--uts", "sh", "-c", f'hostname {name} && exec "$@"', "sh", *slurmd]
         return slurmd  # shared hostname; -N still names the node
 
     def _spawn(self, key: str, argv: list[str]) -> None:
+        """Start a daemon in its own session; argv execs all the way down
+        (unshare, nsenter, setpriv, sh -c exec), so its pid is the daemon's."""
+        if key != "holder" and not key.startswith("slurmd-"):
+            argv = self.in_root(argv, cwd=self.base)
         out = open(os.path.join(self.log, f"{key}.out"), "ab")
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=self.env, start_new_session=True)
+                                env=self.env, start_new_session=True, cwd=self.base)
         self.pids[key] = proc.pid
+        self.save()
 
     def _wait(self, cond, timeout: float, what: str) -> None:
         end = time.monotonic() + timeout
@@ -335,10 +531,26 @@ path = "{self.base}/slurmqual.db"
         raise RuntimeError(f"timed out waiting for {what}; logs in {self.log}")
 
     def nodes(self) -> dict[str, dict]:
-        out = self.run("sinfo", "--json", check=False)
+        """Node records as 22.05's `sinfo --json` writes them (name, state:
+        "idle", state_flags: ["DRAIN"], reason, ...) for every version: the
+        tests observe Slurm through this, independent of slurmqual's own
+        decoders. From 23.02 `sinfo --json` groups nodes, so this reads
+        `scontrol show nodes --json` (state a list of upper-case words from 23.11)."""
+        if _version_tuple(self.slurm_version or self.version) < (23, 2):
+            out = self.run("sinfo", "--json", check=False)
+            if out.returncode != 0:
+                return {}
+            return {n["name"]: n for n in json.loads(out.stdout).get("nodes", [])}
+        out = self.run("scontrol", "show", "nodes", "--json", check=False)
         if out.returncode != 0:
             return {}
-        return {n["name"]: n for n in json.loads(out.stdout).get("nodes", [])}
+        nodes = {}
+        for n in json.loads(out.stdout).get("nodes", []):
+            words = n.get("state") if isinstance(n.get("state"), list) else [n.get("state", "")]
+            words = [w.upper() for w in words] + [f.upper() for f in n.get("state_flags", [])]
+            base = next((w for w in words if w in _BASE_STATES), "UNKNOWN")
+            nodes[n["name"]] = dict(n, state=base.lower(), state_flags=[w for w in words if w != base])
+        return nodes
 
     def _all_up(self) -> bool:
         nodes = self.nodes()
@@ -350,20 +562,23 @@ path = "{self.base}/slurmqual.db"
         self._wait(cond, timeout, what)
 
     def save(self) -> None:
+        os.makedirs(self.base, exist_ok=True)
         with open(os.path.join(self.base, "cluster.json"), "w") as fh:
-            json.dump({"pids": self.pids, "nodes": self.n}, fh)
+            json.dump({"pids": self.pids, "nodes": self.n, "version": self.version, "root": self.root}, fh)
 
     @classmethod
     def load(cls, base: str) -> "Cluster":
         with open(os.path.join(base, "cluster.json")) as fh:
             data = json.load(fh)
-        c = cls(base, data["nodes"])
+        c = cls(base, data["nodes"], version=data.get("version", HOST_VERSION))
         c.pids = data["pids"]
+        c.root = data.get("root")
         return c
 
     def stop(self) -> None:
         """Stop our own daemons by pid: slurmds first, then slurmctld, then munged."""
-        order = sorted(self.pids, key=lambda k: (not k.startswith("slurmrestd"), not k.startswith("slurmd-"), k == "munged"))
+        order = sorted(self.pids, key=lambda k: (k == "holder", not k.startswith("slurmrestd"),
+                                                 not k.startswith("slurmd-"), k == "munged"))
         for key in order:
             pid = self.pids[key]
             _kill(pid, signal.SIGTERM)
@@ -378,6 +593,19 @@ path = "{self.base}/slurmqual.db"
                     pass
         self.pids = {}
         self.save()
+        keep = os.environ.get("SLURMQUAL_KEEP_CLUSTER_LOGS")
+        if keep and os.path.isdir(self.log):  # the daemons' and hooks' logs, for a failure seen later
+            shutil.copytree(self.log, os.path.join(keep, f"{os.path.basename(self.base)}-{self.version}"),
+                            dirs_exist_ok=True)
+
+
+_BASE_STATES = ("IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN")
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    """(24, 11) from "24.11.5"; "newest" sorts after every release."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else (99, 99)
 
 
 def _alive(pid: int) -> bool:
@@ -413,12 +641,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("action", choices=("up", "down"))
     ap.add_argument("dir")
     ap.add_argument("--nodes", type=int, default=6)
+    ap.add_argument("--version", default=HOST_VERSION, choices=VERSIONS,
+                    help="Slurm to run: the host's 22.05, or a cached Debian chroot's")
     args = ap.parse_args(argv)
     if args.action == "up":
         if os.path.exists(args.dir) and os.path.exists(os.path.join(args.dir, "cluster.json")):
             Cluster.load(args.dir).stop()
-        c = Cluster(args.dir, args.nodes).start()
-        print(f"export SLURM_CONF={c.conf} SLURMQUAL_CONFIG={c.sq_config}")
+        c = Cluster(args.dir, args.nodes, version=args.version).start()
+        path = f" PATH={c.client_bin}:$PATH" if c.in_chroot else ""
+        print(f"export SLURM_CONF={c.conf} SLURMQUAL_CONFIG={c.sq_config}{path}")
         return 0
     Cluster.load(args.dir).stop()
     return 0

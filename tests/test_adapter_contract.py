@@ -1,14 +1,21 @@
-"""The CLI and slurmrestd adapters pass the same contract against one real
-Slurm 22.05 cluster; REST changes to nodes fail clearly (read-only in 22.05)."""
+"""The CLI and slurmrestd adapters (JWT over TCP and a unix socket, and
+rest_auth/local over a unix socket with no token) pass one contract against
+real Slurm daemons of each version of the matrix (tests/conftest.py): node
+states and reasons, array task tracking, submission with node lists, drain/
+resume and reservations (over REST where that server can, else a clear
+"needs scontrol"), and creations that a slow sbatch/scontrol cannot double."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from slurm_fixtures import start_cluster, stop_cluster
+from slurm_fixtures import start_cluster, start_rest_local, stop_cluster
 from slurmqual.slurm import SlurmError
 from slurmqual.slurm.cli import CliAdapter
 from slurmqual.slurm.rest import RestAdapter
@@ -16,69 +23,207 @@ from slurmqual.slurm.rest import RestAdapter
 pytestmark = pytest.mark.slurm
 
 
+def _slurm_bin(cluster) -> str:
+    """The cluster's own Slurm tools (the chroot's for chroot versions)."""
+    return getattr(cluster, "bin_dir", None) or os.path.join(cluster.base, "slurm-bin")
+
+
+def _start_rest_local(cluster) -> str:
+    """slurmrestd with rest_auth/local on a unix socket: no token; the socket's
+    peer is the identity. slurmrestd refuses to run as root or SlurmUser (root
+    here) and newer ones as nobody, so it runs as munge (present with every
+    Slurm); a root client then acts as that unprivileged user."""
+    return start_rest_local(cluster)
+
+
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(request):
     if not os.path.exists("/usr/sbin/slurmrestd"):
         pytest.skip("slurmrestd not installed (apt-get install slurmrestd slurm-wlm-jwt-plugin)")
     c = start_cluster("rest", 3, jwt=True)
-    c.rest_url = c.start_rest()
-    c.rest_unix = c.start_rest(unix=True)
+    try:
+        c.rest_url = c.start_rest()
+        c.rest_unix = c.start_rest(unix=True)
+        c.rest_local = _start_rest_local(c)
+    except BaseException:
+        stop_cluster(c)
+        raise
     yield c
     stop_cluster(c)
 
 
-@pytest.fixture(params=["cli", "rest", "rest-unix"])
+def cli(cluster, **kw) -> CliAdapter:
+    return CliAdapter(kw.pop("bin_dir", _slurm_bin(cluster)), timeout=kw.pop("timeout", 15), retries=2,
+                      slurm_conf=cluster.conf)
+
+
+ADMIN_TESTS = {"test_drain_and_resume", "test_reservations_where_the_server_can"}
+
+
+@pytest.fixture(params=["cli", "rest", "rest-unix", "rest-local"])
 def adapter(request, cluster):
+    if request.param == "rest-local" and request.node.originalname in ADMIN_TESTS:
+        pytest.skip("rest_auth/local acts as slurmrestd's own unprivileged user here (it refuses root); "
+                    "admin changes over REST are covered by the JWT adapters")
     if request.param == "cli":
-        return CliAdapter(None, timeout=10, retries=2, slurm_conf=cluster.conf)
+        return cli(cluster)
+    if request.param == "rest-local":
+        return RestAdapter(cluster.rest_local, "root", None, timeout=15, retries=2)
     url = cluster.rest_unix if request.param == "rest-unix" else cluster.rest_url
-    return RestAdapter(url, "root", cluster.token(), timeout=10, retries=2)
+    return RestAdapter(url, "root", cluster.token(), timeout=15, retries=2)
+
+
+def _wait(cond, timeout=30, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_node_info_hostlist_and_drain_flags(cluster, adapter):
     cluster.run("scontrol", "update", "nodename=n2", "state=drain", "reason=admin: RMA ticket 42")
+    cluster.run("scontrol", "update", "nodename=n2", "comment=rack 4 slot 2")
+    cluster.run("scontrol", "update", "nodename=n2", "extra=burnin=2026-11")
     try:
         nodes = {n.name: n for n in adapter.node_info()}
         assert sorted(nodes) == ["n1", "n2", "n3"]
         assert nodes["n2"].drained and nodes["n2"].reason == "admin: RMA ticket 42"
         assert not nodes["n1"].drained and nodes["n1"].state == "idle"
         assert [n.name for n in adapter.node_info("n[2-3]")] == ["n2", "n3"]
+        (one,) = adapter.node_info("n2")   # the CLI's one-node read is the oneliner
+        assert one.drained and one.reason == "admin: RMA ticket 42"
     finally:
         cluster.run("scontrol", "update", "nodename=n2", "state=resume")
 
 
 def test_submit_states_and_cancel(cluster, adapter):
-    job = adapter.submit(["--job-name=contract", "--nodes=1", "--time=00:05:00", f"--output={cluster.base}/contract-%j.out",
+    job = adapter.submit(["--job-name=contract", "--nodes=1", "--time=00:05:00", "--output=/dev/null",
                           "--exclusive"], script="sleep 30")
     assert job.isdigit()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and adapter.job_states([job]).get(job) != "RUNNING":
-        time.sleep(0.3)
+    _wait(lambda: adapter.job_states([job]).get(job) == "RUNNING", what=f"job {job} running")
     assert adapter.job_states([job]) == {job: "RUNNING"}
     adapter.cancel([job])
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and adapter.job_states([job]).get(job) not in ("CANCELLED",):
-        time.sleep(0.3)
-    assert adapter.job_states([job])[job] == "CANCELLED"
+    _wait(lambda: adapter.job_states([job]).get(job) == "CANCELLED", what=f"job {job} cancelled")
 
 
-def test_rest_cannot_change_nodes_and_says_so(cluster):
-    rest = RestAdapter(cluster.rest_url, "root", cluster.token())
-    assert rest.version == "v0.0.38"
-    for call in (lambda: rest.drain(["n1"], "slurmqual: x: y"), lambda: rest.resume(["n1"]),
-                 lambda: rest.create_reservation("r", ["n1"], 5)):
-        with pytest.raises(SlurmError, match="needs scontrol on this host"):
-            call()
-    assert not any(n.drained for n in rest.node_info())
-    with pytest.raises(SlurmError, match="--nodelist is not supported by slurmrestd v0.0.38: needs sbatch"):
-        rest.submit(["--nodelist=n1"], script="true")
+def test_array_tasks_are_tracked(cluster, adapter):
+    job = adapter.submit(["--job-name=contract-array", "--array=0-1", "--nodes=1", "--time=00:05:00",
+                          "--output=/dev/null"], script="sleep 30")
+    try:
+        _wait(lambda: set(adapter.job_states([job])) == {f"{job}_0", f"{job}_1"}, what="both array tasks listed")
+        _wait(lambda: set(adapter.job_states([job]).values()) == {"RUNNING"}, what="array tasks running")
+    finally:
+        adapter.cancel([job])
 
+
+def _can_change_nodes(adapter) -> bool:
+    return not isinstance(adapter, RestAdapter) or adapter.can("POST", "/node/{node_name}")
+
+
+def test_drain_and_resume(cluster, adapter):
+    if not _can_change_nodes(adapter):
+        for call in (lambda: adapter.drain(["n3"], "slurmqual: x: y"), lambda: adapter.resume(["n3"])):
+            with pytest.raises(SlurmError, match=f"needs scontrol on this host: slurmrestd {adapter.version} cannot"):
+                call()
+        assert not any(n.drained for n in cli(cluster).node_info())
+        return
+    reference = cli(cluster)
+    adapter.drain(["n3"], "slurmqual: nic_link: mlx5_3/1: state DOWN")
+    try:
+        (n3,) = reference.node_info("n3")
+        assert n3.drained and n3.reason == "slurmqual: nic_link: mlx5_3/1: state DOWN"
+    finally:
+        adapter.resume(["n3"])
+    (n3,) = reference.node_info("n3")
+    assert not n3.drained
+    # 22.05 and 26.05 clear the reason on resume; 24.11 keeps it on the idle node.
+    assert n3.reason in ("", "slurmqual: nic_link: mlx5_3/1: state DOWN")
+
+
+def test_submit_with_a_node_list(cluster, adapter):
+    argv = ["--job-name=contract-nodelist", "--nodes=1", "--nodelist=n3", "--time=00:05:00",
+            "--output=/dev/null"]
+    if isinstance(adapter, RestAdapter) and adapter.generation <= 38:
+        with pytest.raises(SlurmError, match=f"--nodelist is not supported by slurmrestd {adapter.version}: needs sbatch"):
+            adapter.submit(argv, script="true")
+        return
+    job = adapter.submit(argv, script="sleep 30")
+    try:
+        _wait(lambda: adapter.job_states([job]).get(job) == "RUNNING", what=f"job {job} running")
+        where = cluster.run("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
+        assert where == "n3"
+    finally:
+        adapter.cancel([job])
+
+
+def test_reservations_where_the_server_can(cluster, adapter):
+    name = f"sq-contract-{os.getpid()}-{type(adapter).__name__}"
+    if isinstance(adapter, RestAdapter) and not adapter.can("POST", "/reservation"):
+        with pytest.raises(SlurmError, match=f"needs scontrol on this host: slurmrestd {adapter.version} cannot"):
+            adapter.create_reservation(name, ["n1"], 5)
+        return
+    adapter.create_reservation(name, ["n1"], 5)
+    try:
+        assert name in adapter.reservations() and name in cli(cluster).reservations()
+    finally:
+        adapter.delete_reservation(name)
+    assert name not in cli(cluster).reservations()
+
+
+# -- creations are never doubled ---------------------------------------------------------
+
+def _slow_wrapper(cluster, tmp_path, tool: str, match: str) -> str:
+    """A bin dir whose `tool` runs the cluster's real one and then, when its
+    arguments match `match`, sleeps past the adapter's timeout (the answer is
+    lost; slurmctld did the work). Every call is counted."""
+    d = tmp_path / "slowbin"
+    d.mkdir(exist_ok=True)
+    real = _slurm_bin(cluster)
+    for t in os.listdir(real):
+        if t != tool and not (d / t).exists():
+            os.symlink(os.path.join(real, t), d / t)
+    (d / tool).write_text(f'#!/bin/sh\ncase "$*" in *"{match}"*) echo call >> {tmp_path}/{tool}.count;; esac\n'
+                          f'{real}/{tool} "$@"; rc=$?\ncase "$*" in *"{match}"*) sleep 60;; esac\nexit $rc\n')
+    (d / tool).chmod(0o755)
+    return str(d)
+
+
+def test_slow_sbatch_submits_exactly_one_job(cluster, tmp_path):
+    a = cli(cluster, bin_dir=_slow_wrapper(cluster, tmp_path, "sbatch", "--"), timeout=6)
+    name = f"contract-slow-{os.getpid()}"
+    start = time.monotonic()
+    job = a.submit([f"--job-name={name}", "--nodes=1", "--time=00:05:00", "--output=/dev/null"],
+                   script="sleep 20")
+    try:
+        assert time.monotonic() - start < 60
+        assert (tmp_path / "sbatch.count").read_text().count("call") == 1
+        listed = cluster.run("squeue", "-h", "--states=all", f"--name={name}", "-o", "%i").stdout.split()
+        assert listed == [job]
+    finally:
+        cluster.run("scancel", f"--name={name}", check=False)
+
+
+def test_slow_create_reservation_creates_exactly_one(cluster, tmp_path):
+    a = cli(cluster, bin_dir=_slow_wrapper(cluster, tmp_path, "scontrol", "create reservation"), timeout=6)
+    name = f"sq-slow-{os.getpid()}"
+    try:
+        a.create_reservation(name, ["n1"], 5)
+        assert (tmp_path / "scontrol.count").read_text().count("call") == 1
+        shown = cluster.run("scontrol", "show", "reservation", "--oneliner").stdout
+        assert shown.count(f"ReservationName={name} ") == 1
+    finally:
+        cluster.run("scontrol", "delete", f"reservationname={name}", check=False)
+
+
+# -- REST failure modes and config -------------------------------------------------------
 
 def test_rest_bad_token_and_unreachable_are_clear(cluster):
     bad = RestAdapter(cluster.rest_url, "root", "not-a-token", timeout=5, retries=1)
     with pytest.raises(SlurmError) as err:
         bad.node_info()
-    assert "check slurm.rest.user and the JWT" in str(err.value)  # 22.05 answers a bad token with HTTP 500
+    assert "check slurm.rest" in str(err.value)   # 22.05 answers a bad token with HTTP 500, newer with 401
     assert "not-a-token" not in str(err.value) and "not-a-token" not in repr(bad)
     gone = RestAdapter("http://127.0.0.1:9", "root", "t", timeout=2, retries=2)
     start = time.monotonic()
@@ -88,12 +233,9 @@ def test_rest_bad_token_and_unreachable_are_clear(cluster):
 
 
 def test_status_over_rest_from_config(cluster, tmp_path):
-    import json
-    import subprocess
-    import sys
-
     tok = tmp_path / "jwt"
     tok.write_text("SLURM_JWT=" + cluster.token() + "\n")
+    tok.chmod(0o600)
     cfg = tmp_path / "rest.toml"
     cfg.write_text(f'[slurm]\nadapter = "rest"\n[slurm.rest]\nurl = "{cluster.rest_url}"\nuser = "root"\n'
                    f'token_file = "{tok}"\n[hooks]\nstate_dir = "{tmp_path}/state"\n[store]\npath = "{tmp_path}/s.db"\n')
@@ -104,3 +246,14 @@ def test_status_over_rest_from_config(cluster, tmp_path):
     out = json.loads(p.stdout)
     assert [r["node"] for r in out["nodes"]] == ["n1", "n2", "n3"] and out["summary"]["unknown"] == 3
     assert "SLURM_JWT" not in env
+
+
+def test_status_over_a_local_auth_socket_needs_no_token(cluster, tmp_path):
+    cfg = tmp_path / "rest.toml"
+    cfg.write_text(f'[slurm]\nadapter = "rest"\n[slurm.rest]\nurl = "{cluster.rest_local}"\nuser = "root"\n'
+                   f'[hooks]\nstate_dir = "{tmp_path}/state"\n[store]\npath = "{tmp_path}/s.db"\n')
+    env = {k: v for k, v in cluster.env.items() if k not in ("SLURM_CONF", "SLURMQUAL_CONFIG", "SLURMRESTD_TOKEN")}
+    p = subprocess.run([sys.executable, "-m", "slurmqual", "status", "--json", "--config", str(cfg)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert [r["node"] for r in json.loads(p.stdout)["nodes"]] == ["n1", "n2", "n3"]

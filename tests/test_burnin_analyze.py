@@ -1,10 +1,15 @@
-"""Verdicts on synthetic fleets: slow nodes, slow links, noise, guard, untested."""
+"""Verdicts on fleets measured over the fabric model (tests/fleet.py): slow
+nodes, slow links, noise, guard, untested, several tests, GPU models."""
 
 import pytest
 
-from fleet import REF, measure, names
-from slurmqual.burnin.analyze import Measurement, Params, analyze
+from fleet import H100, H200, REF, Fabric, measure, names, run, run_pairs
+from slurmqual.burnin.analyze import Measurement, Params, analyze, judging_key, median_for
 from slurmqual.burnin.plan import groups, retest_plan, rounds
+
+
+def verdicts(a, v):
+    return sorted(n for n, x in a.nodes.items() if x["verdict"] == v)
 
 
 def test_rounds_are_perfect_matchings_with_new_partners():
@@ -33,34 +38,90 @@ def test_one_slow_node():
     assert all(v["verdict"] == "pass" for n, v in a.nodes.items() if n != "gpu0005")
     assert a.suspect_links == [] and not a.guard_tripped
     assert a.nodes["gpu0005"]["score"] == pytest.approx(0.7 * 380, rel=0.06)
+    assert a.nodes["gpu0005"]["key"] == "all_reduce:pair"
+    assert median_for(a.to_dict(), "gpu0005") == ("all_reduce:pair", a.median["all_reduce:pair"])
 
 
 def test_two_slow_nodes_even_when_paired_together():
     nodes = names(8)
     # In round 0 the circle method pairs gpu0001 with gpu0008.
-    a = analyze(measure(nodes, {"gpu0001": 0.7, "gpu0008": 0.75}, intra=False))
+    assert ("gpu0001", "gpu0008") in rounds(nodes, 1)[0]
+    a = analyze(measure(nodes, {"gpu0001": 0.7, "gpu0008": 0.75}, noise=0.01, seed=2, intra=False))
     assert a.drain == ["gpu0001", "gpu0008"]
+    assert verdicts(a, "pass") == sorted(set(nodes) - {"gpu0001", "gpu0008"})
 
 
-def test_slow_link_drains_nothing():
+def test_healthy_node_whose_only_partner_is_slow_is_retest_not_fail():
     nodes = names(8)
-    a = analyze(measure(nodes, link_factor={("gpu0002", "gpu0007"): 0.5}, noise=0.01, seed=1))
-    assert a.drain == [] and a.suspect_links == [["gpu0002", "gpu0007"]]
+    a = analyze(measure(nodes, {"gpu0002": 0.6}, noise=0.01, seed=5, n_rounds=1, intra=False))
+    partner = next(b if a_ == "gpu0002" else a_ for a_, b in rounds(nodes, 1)[0] if "gpu0002" in (a_, b))
+    assert a.drain == [] and a.nodes[partner]["verdict"] == "retest"  # one partner: node, link or partner?
+    # With three rounds the slow node is found and its neighbours pass.
+    a = analyze(measure(nodes, {"gpu0002": 0.6}, noise=0.01, seed=5, intra=False))
+    assert a.drain == ["gpu0002"] and verdicts(a, "pass") == sorted(set(nodes) - {"gpu0002"})
+
+
+def test_one_lucky_pair_does_not_save_a_slow_node():
+    nodes = names(16)
+    fabric = Fabric(net={"gpu0003": 0.65}, noise=0.01)
+    ms = run(nodes, fabric, seed=1, n_rounds=4, intra=False)
+    # A measurement that happened to run at full speed with one partner.
+    lucky = [Measurement(m.nodes, 380.0, m.size, m.test) if "gpu0003" in m.nodes and m.round == 2 else m for m in ms]
+    a = analyze(lucky)
+    assert a.drain == ["gpu0003"]
+
+
+def test_slow_link_drains_nothing_and_is_one_link_when_measured_twice():
+    nodes = names(8)
+    link = ("gpu0002", "gpu0007")
+    a = analyze(run(nodes, Fabric(link={link: 0.5}, noise=0.01), seed=1))
+    assert a.drain == [] and a.suspect_links == [list(link)]
     assert a.nodes["gpu0002"]["verdict"] == "pass" and a.nodes["gpu0002"]["score"] > 0.9 * 380
+    twice = analyze(run(nodes, Fabric(link={link: 0.5}, noise=0.01, repeat=[link]), seed=1))
+    assert twice.suspect_links == [list(link)] and twice.drain == []
+    assert verdicts(twice, "retest") == [] and twice.keys["all_reduce:pair"]["repeated"] == 1
 
 
-def test_noise_alone_drains_nothing():
-    for seed in range(20):
-        a = analyze(measure(names(64), noise=0.03, seed=seed))
+def test_two_slow_links_sharing_a_node_are_links_not_a_slow_node():
+    nodes = names(16)
+    r = rounds(nodes, 3)
+    hub = "gpu0004"
+    partners = [b if a == hub else a for rnd in r[:2] for a, b in rnd if hub in (a, b)]
+    a = analyze(run(nodes, Fabric(link={(hub, partners[0]): 0.5, (hub, partners[1]): 0.55}, noise=0.01), seed=4))
+    assert a.drain == []
+    assert sorted(a.suspect_links) == sorted(sorted([hub, p]) for p in partners)
+    assert a.nodes[hub]["verdict"] in ("retest", "pass")
+
+
+def test_noise_alone_drains_nothing_and_reports_no_links():
+    for seed in range(10):
+        a = analyze(run(names(256), Fabric(noise=0.05), seed=seed))
+        assert a.drain == [] and a.suspect_links == [], seed
+        assert a.noise["all_reduce:pair"] == pytest.approx(0.05, rel=0.3)
+
+
+def test_heavy_tailed_noise_drains_nothing():
+    for seed in range(5):
+        a = analyze(run(names(512), Fabric(noise=0.02, stragglers=0.01), seed=seed))
         assert a.drain == [], seed
+
+
+def test_a_third_of_the_fleet_slow_trips_the_guard():
+    # The median over pairs would sit at the slow level; over node scores it does not.
+    nodes = names(48)
+    slow = {n: 0.6 for n in nodes[::3]}
+    a = analyze(run(nodes, Fabric(node=slow, noise=0.01), seed=7))
+    assert a.guard_tripped and a.drain == [] and a.would_drain == sorted(slow)
+    assert a.median["all_reduce:pair"] == pytest.approx(380, rel=0.05)
+    assert any("blast-radius guard" in p for p in a.problems)
 
 
 def test_half_slow_fleet_trips_the_guard():
     nodes = names(12)
-    slow = {n: 0.6 for n in nodes[:6]}
-    a = analyze(measure(nodes, slow))
-    assert a.guard_tripped and a.drain == [] and len(a.would_drain) == 6
-    assert any("blast-radius guard" in p for p in a.problems)
+    a = analyze(measure(nodes, {n: 0.6 for n in nodes[:6]}))
+    # Which half is "the fleet" is unknowable: two levels trip the guard.
+    assert a.guard_tripped and a.drain == []
+    assert any("split in two levels" in p for p in a.problems)
 
 
 def test_guard_limit_is_max_of_min_and_fraction():
@@ -72,38 +133,89 @@ def test_guard_limit_is_max_of_min_and_fraction():
     assert not analyze(measure(nodes, {n: 0.6 for n in nodes[:5]}), params=Params(guard_fraction=0.2)).guard_tripped
 
 
-def test_untested_and_test_errors_are_not_measurements():
-    nodes = names(6)
-    ms = measure(nodes[:4], intra=False) + [Measurement((nodes[4], nodes[0]), 0.0, REF, "all_reduce", ok=False)]
-    a = analyze(ms, scope=nodes)
-    assert a.nodes[nodes[4]] == {"verdict": "untested", "score": None}
-    assert a.nodes[nodes[5]] == {"verdict": "untested", "score": None}
+def test_no_pass_without_pair_evidence():
+    nodes = names(8)
+    fabric = Fabric(pairless={"gpu0003"}, noise=0.01)
+    a = analyze(run(nodes, fabric, seed=1), scope=nodes + ["gpu0099"])
+    assert a.nodes["gpu0003"]["verdict"] == "untested" and a.nodes["gpu0003"]["score"] is None
+    assert a.nodes["gpu0003"]["keys"]["all_reduce:intra:" + H100]["verdict"] == "pass"  # intra alone never passes
+    assert a.nodes["gpu0099"] == {"verdict": "untested", "score": None, "key": None, "keys": {}}
     assert a.drain == [] and any("test error" in p for p in a.problems)
 
 
+def test_a_task_killed_after_its_intra_tests_leaves_its_nodes_untested():
+    nodes = names(32)
+    a = analyze(run(nodes, Fabric(noise=0.01, dead_tasks={1: "after_intra"}), seed=1), scope=nodes)
+    dead = groups(nodes, 16)[1]
+    assert verdicts(a, "untested") == dead and verdicts(a, "pass") == groups(nodes, 16)[0]
+    killed_early = analyze(run(nodes, Fabric(dead_tasks={0: "start"}), seed=1), scope=nodes)
+    assert verdicts(killed_early, "untested") == groups(nodes, 16)[0]
+
+
 def test_conflicting_evidence_gets_retest_with_plan():
-    nodes = names(8)
-    # gpu0003 slow with two partners but fine with a third: conflicting.
-    ms = measure(nodes, intra=False)
-    ms = [Measurement(m.nodes, m.busbw * (0.6 if "gpu0003" in m.nodes and any(p in m.nodes for p in ("gpu0006", "gpu0008")) else 1),
-                      m.size, m.test) for m in ms]
-    a = analyze(ms)
+    nodes = names(16)
+    # gpu0003 is slow only on the network, and only barely: below the line, inside the noise margin.
+    a = analyze(run(nodes, Fabric(net={"gpu0003": 0.88}, noise=0.03), seed=3))
     assert a.nodes["gpu0003"]["verdict"] == "retest" and a.drain == []
     assert a.retest_plan and all(pair[0] == "gpu0003" and a.nodes[pair[1]]["verdict"] == "pass"
                                  for rnd in a.retest_plan for pair in rnd)
 
 
-def test_below_own_baseline_is_reported_not_drained():
+def test_mixed_gpu_models_get_their_own_intra_median():
+    nodes = names(16)
+    models = {n: (H200 if i % 2 else H100) for i, n in enumerate(nodes)}
+    a = analyze(run(nodes, Fabric(models=models, noise=0.01), seed=2))
+    assert verdicts(a, "pass") == nodes
+    assert a.median[f"all_reduce:intra:{H200}"] > a.median[f"all_reduce:intra:{H100}"]
+    assert a.versions["gpu_model"] == sorted([H100, H200])
+
+
+def test_intra_only_slow_node_fails_on_its_intra_key():
+    nodes = names(16)
+    a = analyze(run(nodes, Fabric(intra_only={"gpu0009": 0.6}, noise=0.01), seed=2))
+    assert a.drain == ["gpu0009"]
+    v = a.nodes["gpu0009"]
+    assert v["key"] == f"all_reduce:intra:{H100}" and v["keys"]["all_reduce:pair"]["verdict"] == "pass"
+    assert median_for(a.to_dict(), "gpu0009") == (v["key"], a.median[v["key"]])
+
+
+def test_several_tests_keep_their_own_medians_and_verdicts():
+    nodes = names(16)
+    # alltoall runs at a different level; gpu0005 is slow in both (its NIC).
+    ms = run(nodes, Fabric(net={"gpu0005": 0.6}, noise=0.01), seed=1, tests=("all_reduce", "alltoall"))
+    ms = [Measurement(m.nodes, m.busbw * (0.5 if m.test == "alltoall" else 1), m.size, m.test, m.ok, m.gpu_model)
+          for m in ms]
+    a = analyze(ms)
+    assert a.median["alltoall:pair"] == pytest.approx(0.5 * a.median["all_reduce:pair"], rel=0.05)
+    assert a.drain == ["gpu0005"]
+    v = a.nodes["gpu0005"]["keys"]
+    assert v["all_reduce:pair"]["verdict"] == v["alltoall:pair"]["verdict"] == "fail"
+    healthy = a.to_dict()
+    assert judging_key(healthy, "gpu0001", "alltoall") == "alltoall:pair"
+    assert median_for(healthy, "gpu0001", "alltoall")[1] == a.median["alltoall:pair"]
+    # A node failing only one test fails.
+    only = run(nodes, Fabric(noise=0.01), seed=1, tests=("all_reduce", "alltoall"))
+    only = [Measurement(m.nodes, m.busbw * (0.6 if m.test == "alltoall" and "gpu0007" in m.nodes else 1),
+                        m.size, m.test, m.ok, m.gpu_model) for m in only]
+    b = analyze(only)
+    assert b.drain == ["gpu0007"] and b.nodes["gpu0007"]["key"] == "alltoall:pair"
+    assert b.nodes["gpu0007"]["keys"]["all_reduce:pair"]["verdict"] == "pass"
+
+
+def test_below_own_baseline_is_reported_per_key_not_drained():
     nodes = names(8)
-    a = analyze(measure(nodes), baselines={"gpu0004": 500.0, "gpu0005": 381.0})
+    a = analyze(measure(nodes), baselines={"all_reduce:pair": {"gpu0004": 500.0, "gpu0005": 381.0},
+                                           "alltoall:pair": {"gpu0006": 900.0}})
     assert list(a.below_baseline) == ["gpu0004"] and a.drain == []
+    assert a.below_baseline["gpu0004"]["key"] == "all_reduce:pair"
 
 
 def test_reference_size_and_fallback():
-    ms = [Measurement(("a", "b"), 100.0, 1 << 30, "all_reduce"), Measurement(("a", "b"), 300.0, REF, "all_reduce")]
+    small = run(["a", "b", "c", "d"], Fabric(base=100.0), intra=False)
+    big = run(["a", "b", "c", "d"], Fabric(base=300.0), intra=False)
+    ms = [Measurement(m.nodes, m.busbw, 1 << 30, m.test) for m in small] + big
     assert analyze(ms).median == {"all_reduce:pair": 300.0}
-    only_small = [Measurement(("a", "b"), 100.0, 1 << 30, "all_reduce")]
-    a = analyze(only_small)
+    a = analyze([Measurement(m.nodes, m.busbw, 1 << 30, m.test) for m in small])
     assert a.median == {"all_reduce:pair": 100.0} and any("no measurement at reference size" in p for p in a.problems)
 
 
@@ -116,29 +228,41 @@ def test_retest_plan_uses_distinct_good_partners():
     assert {p[1] for rnd in plan for p in rnd if p[0] == "s1"} == {"g1", "g3"}
 
 
-def test_ambiguous_slow_node_or_slow_link_convicts_nobody():
-    # gpu1 is slow with gpu2 and gpu3; gpu3 is slow with gpu1 and gpu6. "gpu1 slow
-    # + bad link 3-6" and "gpu3 slow + bad link 1-2" fit equally: no drain, both
-    # retest against proven-good nodes, whatever order the nodes come in.
-    pairs = {("gpu2", "gpu7"): 392.8, ("gpu3", "gpu6"): 191.2, ("gpu4", "gpu5"): 380.6, ("gpu1", "gpu2"): 268.5,
-             ("gpu4", "gpu7"): 388.5, ("gpu5", "gpu6"): 373.4, ("gpu1", "gpu3"): 261.2, ("gpu4", "gpu2"): 372.9,
-             ("gpu6", "gpu7"): 396.7}
-    ms = [Measurement(p, bw, REF, "all_reduce") for p, bw in pairs.items()]
-    for order in (ms, ms[::-1]):
-        a = analyze(order)
-        assert a.drain == [] and {n for n, v in a.nodes.items() if v["verdict"] == "retest"} == {"gpu1", "gpu3"}
-        assert all(a.nodes[g]["verdict"] == "pass" for rnd in a.retest_plan for _s, g in rnd)
-    # One more pair that clears gpu3 settles it: gpu1 is the slow node.
-    a = analyze(ms + [Measurement(("gpu3", "gpu5"), 381.0, REF, "all_reduce")])
-    assert a.drain == ["gpu1"] and a.suspect_links == [["gpu3", "gpu6"]]
-
-
 def test_uniform_fleet_slowdown_is_caught_by_baselines_not_the_median():
     nodes = names(20)
-    baselines = {n: 380.0 for n in nodes}
+    baselines = {"all_reduce:pair": {n: 380.0 for n in nodes}}
     a = analyze(measure(nodes, {n: 0.7 for n in nodes}), baselines=baselines)
     assert a.drain == [] and not a.guard_tripped  # relative to itself the fleet looks fine
     assert a.fleet_slowdown and len(a.below_baseline) == 20
     assert any("fleet-wide slowdown: 20 of 20 nodes" in p for p in a.problems)
     one = analyze(measure(nodes, {nodes[3]: 0.85}, intra=False), baselines=baselines)
     assert not one.fleet_slowdown and list(one.below_baseline) == [nodes[3]]
+
+
+def test_measurement_lines_round_trip_with_optional_fields():
+    m = run(["a", "b"], Fabric(), intra=False)[0]
+    d = m.to_dict()
+    assert d["gpu_model"] == H100 and d["nccl_version"] == "2.21.5" and d["round"] == 1
+    assert Measurement.from_dict(d) == m
+    old = {"nodes": ["a", "b"], "busbw": 1.0, "size": REF}  # lines from before the optional fields
+    assert Measurement.from_dict(old).key == "all_reduce:pair"
+    assert Measurement.from_dict(dict(old, test="alltoall_perf")).test == "alltoall"
+    for bad in ({"gpu_model": 3}, {"test": "a:b"}, {"task": "x"}, {"busbw": float("nan")}):
+        with pytest.raises(ValueError):
+            Measurement.from_dict(dict(old, **bad))
+
+
+def test_a_requalify_is_judged_against_the_fleet_not_its_references():
+    nodes = names(32)
+    full = analyze(run(nodes, Fabric(noise=0.01), seed=1))
+    swapped, refs = "gpu0007", ["gpu0001", "gpu0002"]
+    plan = retest_plan([swapped], refs)  # what requalify runs: the swapped node meets each reference
+    still_slow = run_pairs(plan, Fabric(net={swapped: 0.6}, noise=0.01), seed=2)
+    # Three nodes judged against each other: every pair is slow, so is "the fleet".
+    alone = analyze(still_slow)
+    assert alone.nodes[swapped]["verdict"] == "pass"
+    judged = analyze(still_slow, fleet_level=full.median, trusted=set(refs))
+    assert judged.drain == [swapped] and judged.median["all_reduce:pair"] == full.median["all_reduce:pair"]
+    assert set(judged.nodes) == {swapped}  # the references are evidence, not judged (their verdicts stand)
+    fixed = analyze(run_pairs(plan, Fabric(noise=0.01), seed=3), fleet_level=full.median, trusted=set(refs))
+    assert fixed.nodes[swapped]["verdict"] == "pass" and fixed.drain == []

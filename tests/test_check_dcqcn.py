@@ -33,10 +33,11 @@ def test_judge_sysfs_pure():
 
 def test_dcqcn_off_example_and_partial_priorities(tmp_path):
     r = check(tree(tmp_path, "dcqcn-off"), "dcqcn")
-    assert r.status is Status.FAIL and r.devices == ["ens3np0"] and "ROCE_CC_PRIO_MASK_P1=255" in r.hint
+    assert r.status is Status.FAIL and r.devices == ["mlx5_2 (ens3np0)"] and "mlxconfig -d 0000:3b:00.0 set ROCE_CC_PRIO_MASK_P1=255" in r.hint
+    assert "/sys/class/net/ens3np0/ecn/roce_rp/enable/$p" in r.hint
     root = tree(tmp_path, name="p", dcqcn_off={4: [3]})
     r = check(root, "dcqcn")
-    assert r.status is Status.FAIL and r.devices == ["ens5np0"] and "rp off on prio 3" in r.message
+    assert r.status is Status.FAIL and r.devices == ["mlx5_4 (ens5np0)"] and "mlx5_4 (ens5np0): rp off on prio 3" in r.message
     assert check(root, "dcqcn", config(checks={"dcqcn": {"priorities": [5]}})).status is Status.PASS
 
 

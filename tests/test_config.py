@@ -55,7 +55,7 @@ def test_cache_is_used_and_keyed_on_content(tmp_path, monkeypatch):
     cached = [p for p in os.listdir(cfgmod._cache_dir()) if p.startswith("config-")]
     assert len(cached) == 1 and first["node"]["gpus"] == 4
     with open(os.path.join(cfgmod._cache_dir(), cached[0])) as fh:
-        assert json.load(fh)["node"]["gpus"] == 4
+        assert json.load(fh)["config"]["node"]["gpus"] == 4
     f.write_text("[node]\ngpus = 2\n")  # new content -> new digest -> revalidated
     assert load(str(f))["node"]["gpus"] == 2
     f.write_text("[node]\ngpus = -1\n")

@@ -59,7 +59,8 @@ def test_prolog_pass_makes_no_slurm_call_and_records_state_and_metrics(tmp_path,
     assert run(monkeypatch, cfg, "prolog") == 0
     assert calls(log) == []
     state = json.loads((tmp_path / "state/nodes/n1.json").read_text())
-    assert state["hook"] == "prolog" and state["status"] == "pass" and len(state["checks"]) == 6
+    assert state["hook"] == "prolog" and state["status"] == "pass"
+    assert {"peermem", "nic_link", "gpu_count", "pcie_link"} <= {c["name"] for c in state["checks"]}
     prom = (tmp_path / "metrics/slurmqual_node_n1.prom").read_text()
     assert 'slurmqual_check_status{check="peermem",node="n1"} 0.0' in prom
 
@@ -129,3 +130,114 @@ def test_world_writable_config_refused_as_root(tmp_path, monkeypatch, caplog):
     assert run(monkeypatch, cfg, "prolog") == 0 and calls(log) == []
     logged = (tmp_path / "sq.log").read_text() if (tmp_path / "sq.log").exists() else caplog.text
     assert "writable by group/others (mode 0666)" in logged
+
+
+def test_passing_epilog_asks_slurm_once_then_never_while_not_drained(tmp_path, monkeypatch):
+    _root, cfg, log = setup(tmp_path)
+    assert run(monkeypatch, cfg, "epilog") == 0
+    assert calls(log) == ["show node n1 --oneliner"]  # a new state file does not know yet
+    for hook in ("epilog", "healthcheck", "epilog"):
+        assert run(monkeypatch, cfg, hook) == 0
+    assert calls(log) == ["show node n1 --oneliner"]
+
+
+def test_failing_hook_remembers_its_drain_and_the_passing_one_resumes(tmp_path, monkeypatch):
+    root, cfg, log = setup(tmp_path)
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    state = json.loads((tmp_path / "state/nodes/n1.json").read_text())
+    assert state["drain"]["reason"].startswith("slurmqual: peermem:")
+    spooled = sorted((tmp_path / "state/events").iterdir())
+    assert [json.loads(p.read_text())["kind"] for p in spooled] == ["drain"]
+    # The stub still says IDLE (not drained): the passing run asks Slurm, finds no
+    # drain of ours (an admin resumed it by hand) and forgets the drain.
+    from slurmqual.nodetree import add_module
+
+    add_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert json.loads((tmp_path / "state/nodes/n1.json").read_text())["drain"] is None
+
+
+def test_hook_never_rereasons_a_slurmqual_admin_drain(tmp_path, monkeypatch):
+    root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason="slurmqual: admin: GPU swapped")
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log) if c.startswith("update")] == []
+
+
+def _error_setup(tmp_path, drained_for, hold):
+    root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason=f"slurmqual: {drained_for}: was bad",
+                           extra=f"error_hold_s = {hold}\n")
+    os.unlink(f"{root}/proc/modules")  # peermem cannot judge
+    return cfg, log
+
+
+def test_error_holds_our_drain_within_the_bound(tmp_path, monkeypatch):
+    cfg, log = _error_setup(tmp_path, "gpu_count", 3600)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log) if c.startswith("update")] == []
+    assert json.loads((tmp_path / "state/nodes/n1.json").read_text())["error_since"] is not None
+
+
+def test_error_in_another_check_resumes_after_the_bound(tmp_path, monkeypatch):
+    cfg, log = _error_setup(tmp_path, "gpu_count", 0)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log) if c.startswith("update")] == ["update nodename=n1 state=resume"]
+
+
+def test_error_in_the_draining_check_rereasons_after_the_bound_and_stays_drained(tmp_path, monkeypatch):
+    cfg, log = _error_setup(tmp_path, "peermem", 0)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    upd = [c for c in calls(log) if c.startswith("update")]
+    assert len(upd) == 1 and "state=drain reason=slurmqual: peermem: cannot judge since " in upd[0]
+    assert "state=resume" not in " ".join(calls(log))
+
+
+def test_multi_fault_reason_keeps_the_count_of_other_failures(tmp_path, monkeypatch):
+    root, cfg, log = setup(tmp_path)
+    remove_module(root, "nvidia_peermem")
+    gpu = os.path.join(root, "sys/bus/pci/devices/0000:18:00.0")
+    os.unlink(gpu)
+    assert run(monkeypatch, cfg, "prolog") == 1
+    drain = [c for c in calls(log) if c.startswith("update")][0]
+    reason = drain.split("reason=", 1)[1]
+    assert len(reason) <= 80 and "(+1 more" in reason, reason
+
+
+def test_reason_keeps_the_count_of_other_failures_under_the_cap():
+    from slurmqual.slurm.reason import MAX_LEN, make
+
+    long = "mlx5_0 down, mlx5_1 down, mlx5_2 at 200 Gb/s expected 400, mlx5_3 down, mlx5_4 down"
+    r = make("nic_link", long, others=["pcie_link", "gpu_count", "peermem", "ib_counters"])
+    assert len(r) <= MAX_LEN and r.startswith("slurmqual: nic_link: mlx5_0 down") and "(+4 more" in r, r
+    r = make("nic_link", "short", others=["peermem"])
+    assert r == "slurmqual: nic_link: short (+1 more: peermem)"
+    r = make("x" * 70, "y", others=["a", "b"])
+    assert len(r) <= MAX_LEN and r.endswith("(+2 more)")
+
+
+def test_hook_that_does_not_run_the_draining_check_never_resumes(tmp_path, monkeypatch):
+    _root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason="slurmqual: gpu_count: 7 GPUs on PCI, expected 8",
+                            extra='[checks]\nhealthcheck = ["peermem", "nic_link"]\n')
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log) if c.startswith("update")] == []
+
+
+def _cli(cfg, *args):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SLURMQUAL_CONFIG=str(cfg))
+    return subprocess.run([sys.executable, "-m", "slurmqual", *args], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_drain_and_resume_commands_use_the_shared_policy(tmp_path):
+    _root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason="admin: RMA")
+    p = _cli(cfg, "drain", "n1", "--reason", "GPU swapped")
+    assert p.returncode == 1 and "already drained by someone else" in p.stdout, p.stdout + p.stderr
+    p = _cli(cfg, "resume", "n1")
+    assert p.returncode == 1 and "use --force" in p.stdout
+    assert [c for c in calls(log) if c.startswith("update")] == []
+    p = _cli(cfg, "resume", "n1", "--force")
+    assert p.returncode == 0 and [c for c in calls(log) if c.startswith("update")] == ["update nodename=n1 state=resume"]

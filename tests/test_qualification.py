@@ -51,3 +51,14 @@ def test_requalify_marker_wins():
 def test_ratio():
     assert ratio(90.0, 180.0) == 0.5
     assert ratio(None, 180.0) is None and ratio(90.0, 0.0) is None
+
+
+def test_down_or_not_responding_node_is_never_qualified():
+    from slurmqual.qualification import DOWN
+
+    assert judge(facts(slurm_state="down"), NOW, 30 * DAY) == DOWN
+    assert judge(facts(slurm_state="idle", slurm_flags=["NOT_RESPONDING"]), NOW, 30 * DAY) == DOWN
+    assert judge(facts(slurm_state="unknown", slurm_flags=["NOT_RESPONDING"]), NOW, 30 * DAY) == DOWN
+    # Our own drain still says why it is out.
+    f = facts(slurm_state="down", slurm_flags=["DRAIN"], reason="slurmqual: peermem: not loaded")
+    assert judge(f, NOW, 30 * DAY) == FAILED

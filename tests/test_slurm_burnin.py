@@ -1,85 +1,196 @@
-"""Burn-in end to end on a real local Slurm: submit -> job array -> analysis job
--> drains and baselines; then status/history on the store it filled."""
+"""Burn-in end to end on a real local Slurm: submit -> task jobs -> analysis
+job -> drains and baselines; then status/history on the store it filled.
+Measurements come from the stand-in nccl-tests binary (tests/fakebin) parsed
+by the real parser."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 
 from slurm_fixtures import start_cluster, stop_cluster
 
 pytestmark = pytest.mark.slurm
+NODES = [f"n{i}" for i in range(1, 9)]
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = start_cluster("burnin", 6)
+    c = start_cluster("burnin", 8)
     yield c
     stop_cluster(c)
 
 
-def sq(cluster, *args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "slurmqual", *args], env=cluster.env, capture_output=True,
+def sq(cluster, *args, timeout=180, config=None):
+    extra = ["--config", config] if config else []
+    # Where this cluster's Slurm is (a chroot's Python for other Slurm versions),
+    # so the jobs it submits name a Python that exists on the nodes.
+    argv = getattr(cluster, "slurmqual_argv", [sys.executable, "-m", "slurmqual"])
+    return subprocess.run([*argv, *args, *extra], env=cluster.env, capture_output=True,
                           text=True, timeout=timeout, cwd=cluster.base)
 
 
-def burnin(cluster, model: dict) -> dict:
+def submit(cluster, model: dict, config=None) -> str:
     cluster.fabric(dict({"base": 400, "noise": 0.01}, **model))
-    p = sq(cluster, "burnin", "submit")
+    p = sq(cluster, "burnin", "submit", config=config)
     assert p.returncode == 0, p.stderr
-    run_dir = re.search(r"run dir (\S+)", p.stdout).group(1)
-    w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "150")
-    assert w.returncode == 0, w.stdout + w.stderr
+    return re.search(r"run dir (\S+)", p.stdout).group(1)
+
+
+def finish(cluster, run_dir: str, config=None) -> dict:
+    w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "240", timeout=300, config=config)
+    assert w.returncode == 0, w.stdout + w.stderr + _logs(run_dir)
     final = re.findall(r"analysis (\w+)\n", w.stdout)[-1]
     assert final in ("COMPLETED", "FAILED", "DONE") and "median:" in w.stdout
     with open(f"{run_dir}/analysis.json") as fh:
         out = json.load(fh)
-    # The analysis job exits non-zero exactly when the guard trips.
-    assert final == ("FAILED" if out["guard_tripped"] else "COMPLETED") or final == "DONE"
+    # The analysis job exits non-zero exactly when the guard trips (or the fleet slowed down).
+    assert final == ("FAILED" if out["guard_tripped"] or out["fleet_slowdown"] else "COMPLETED") or final == "DONE"
     return out
+
+
+def _logs(run_dir: str) -> str:
+    """The run's job logs, for a failure message."""
+    out = []
+    for root, _dirs, files in os.walk(os.path.join(run_dir, "logs")):
+        for f in sorted(files):
+            with open(os.path.join(root, f), errors="replace") as fh:
+                out.append(f"--- {f}\n{fh.read()[-3000:]}")
+    return "\n".join(out)
+
+
+def burnin(cluster, model: dict, config=None) -> dict:
+    return finish(cluster, submit(cluster, model, config), config)
 
 
 def drained(cluster) -> dict[str, str]:
     return {n: v.get("reason", "") for n, v in cluster.nodes().items() if "DRAIN" in v.get("state_flags", [])}
 
 
+def baselines(cluster) -> dict[tuple[str, str], tuple[float, str]]:
+    db = sqlite3.connect(os.path.join(cluster.base, "slurmqual.db"))
+    try:
+        return {(n, k): (s, r) for n, k, s, r in db.execute("SELECT node, test, score, run_id FROM baselines")}
+    finally:
+        db.close()
+
+
 def test_slow_node_is_drained_and_baselines_recorded(cluster):
     a = burnin(cluster, {"nodes": {"n4": 0.7}, "seed": 1})
     assert a["drain"] == ["n4"] and not a["guard_tripped"]
-    assert {n for n, v in a["nodes"].items() if v["verdict"] == "pass"} == {"n1", "n2", "n3", "n5", "n6"}
+    assert {n for n, v in a["nodes"].items() if v["verdict"] == "pass"} == set(NODES) - {"n4"}
+    assert a["nodes"]["n4"]["key"] == "all_reduce:pair" and a["noise"]["all_reduce:pair"] > 0
     reasons = drained(cluster)
     assert list(reasons) == ["n4"]
-    assert re.fullmatch(r"slurmqual: burnin: busbw \d+\.\d GB/s < 90% of median \d+\.\d", reasons["n4"])
+    m = re.fullmatch(r"slurmqual: burnin: busbw (\d+\.\d) GB/s < 90% of median (\d+\.\d)", reasons["n4"])
+    assert m and float(m.group(2)) == round(a["median"]["all_reduce:pair"], 1)
     hist = json.loads(sq(cluster, "history", "n1", "--json").stdout)
     assert hist["baseline"] == pytest.approx(400 * 8 / (8 + 1 / 128), rel=0.05)
     assert {e["kind"] for e in hist["events"]} >= {"burnin", "baseline"}
     st = json.loads(sq(cluster, "status", "--json").stdout)
     rows = {r["node"]: r for r in st["nodes"]}
     assert rows["n4"]["qualification"] == "failed" and rows["n1"]["qualification"] == "qualified"
-    assert st["summary"]["qualified"] == 5 and st["summary"]["failed"] == 1
-    assert set(rows["n1"]) == {"node", "slurm_state", "reason", "qualification", "last_burnin", "score",
-                               "vs_median", "vs_baseline", "failing_checks"}
+    assert st["summary"]["qualified"] == 7 and st["summary"]["failed"] == 1
+    # status compares with the same median the analysis judged by (not the intra-node one)
+    assert rows["n1"]["vs_median"] == pytest.approx(a["nodes"]["n1"]["score"] / a["median"]["all_reduce:pair"],
+                                                    abs=0.01)
     cluster.run("scontrol", "update", "nodename=n4", "state=resume")
 
 
 def test_slow_link_drains_nothing(cluster):
-    # Round 0 of the circle method over n1..n6 pairs n2 with n5.
-    a = burnin(cluster, {"links": {"n2,n5": 0.5}, "seed": 2})
-    assert a["drain"] == [] and a["suspect_links"] == [["n2", "n5"]]
+    # Round 0 of the circle method over n1..n8 pairs n2 with n7.
+    a = burnin(cluster, {"links": {"n2,n7": 0.5}, "seed": 2})
+    assert a["drain"] == [] and a["suspect_links"] == [["n2", "n7"]]
+    assert a["nodes"]["n2"]["verdict"] == a["nodes"]["n7"]["verdict"] == "pass"
     assert drained(cluster) == {}
 
 
-def test_fleet_wide_slowdown_trips_the_guard(cluster):
+def test_a_third_of_the_fleet_slow_trips_the_guard_and_drains_nothing(cluster):
+    before = baselines(cluster)
     a = burnin(cluster, {"nodes": {"n1": 0.6, "n2": 0.6, "n3": 0.6}, "seed": 3})
+    # The fleet median is over node scores: it stays at the healthy level.
+    assert a["median"]["all_reduce:pair"] == pytest.approx(400 * 8 / (8 + 1 / 128), rel=0.05)
     assert a["guard_tripped"] and a["drain"] == [] and sorted(a["would_drain"]) == ["n1", "n2", "n3"]
+    assert drained(cluster) == {} and baselines(cluster) == before
+
+
+def test_a_crashed_test_is_an_error_not_a_slow_node_and_never_a_pass(cluster):
+    a = burnin(cluster, {"fail": ["n6"], "seed": 4})
+    assert a["drain"] == [] and a["nodes"]["n6"]["verdict"] == "untested"
+    assert any("test error" in p for p in a["problems"])
+
+
+def test_a_task_killed_after_its_intra_tests_leaves_its_nodes_untested_and_no_baseline(cluster):
+    before = baselines(cluster)
+    run_dir = submit(cluster, {"hang_pairs": ["n8"], "seed": 5})
+    result = os.path.join(run_dir, "results", "task-0.json")
+    end = time.monotonic() + 180
+    while time.monotonic() < end:  # the checkpoint after the intra-node tests
+        try:
+            with open(result) as fh:
+                if len(json.load(fh)["measurements"]) >= 8:
+                    break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.5)
+    else:
+        raise AssertionError("no checkpoint with the intra-node tests")
+    with open(os.path.join(run_dir, "jobs.json")) as fh:
+        jobs = json.load(fh)
+    task_job = jobs["tasks"]["0"] if "tasks" in jobs else jobs["array"]
+    cluster.run("scancel", task_job)  # killed mid-way: a pair test hangs on n8
+    a = finish(cluster, run_dir)
+    assert a["incomplete_tasks"] == ["0"]
+    with open(result) as fh:
+        res = json.load(fh)
+    assert res["complete"] is False and {len(m["nodes"]) for m in res["measurements"]} <= {1, 2}
+    paired = {n for m in res["measurements"] if len(m["nodes"]) == 2 and m["ok"] for n in m["nodes"]}
+    for n in set(NODES) - paired:
+        assert a["nodes"][n]["verdict"] == "untested" and a["nodes"][n]["score"] is None, n
+    assert a["nodes"]["n8"]["verdict"] == "untested"
+    run_id = os.path.basename(run_dir)
+    after = baselines(cluster)
+    assert {k: v for k, v in after.items() if v[1] == run_id and k[0] not in paired} == {}
+    assert {k: v for k, v in after.items() if k[0] not in paired} == {k: v for k, v in before.items()
+                                                                     if k[0] not in paired}
     assert drained(cluster) == {}
 
 
-def test_a_crashed_test_is_an_error_not_a_slow_node(cluster):
-    a = burnin(cluster, {"fail": ["n6"], "seed": 4})
-    assert a["drain"] == [] and a["nodes"]["n6"]["verdict"] in ("untested", "pass")
-    assert any("test error" in p for p in a["problems"])
+def test_all_reduce_and_alltoall_keep_separate_verdicts_and_baselines(cluster):
+    model = {"seed": 6, "tests": {"alltoall": {"base": 200, "nodes": {"n3": 0.5}}}}
+    # The site config (what every job of the run reads) names two tests.
+    with open(cluster.sq_config) as fh:
+        text = fh.read()
+    try:
+        with open(cluster.sq_config, "w") as fh:
+            fh.write(text.replace("[burnin]\n", '[burnin]\ntests = ["all_reduce_perf", "alltoall_perf"]\n', 1))
+        a = burnin(cluster, model)
+    finally:
+        with open(cluster.sq_config, "w") as fh:
+            fh.write(text)
+    med = a["median"]
+    assert "alltoall:pair" in med, (a["problems"], a["keys"])
+    assert med["all_reduce:pair"] == pytest.approx(400 * 8 / (8 + 1 / 128), rel=0.05)
+    assert med["alltoall:pair"] == pytest.approx(200 * 8 / (8 + 1 / 128), rel=0.05)
+    assert a["drain"] == ["n3"]
+    n3 = a["nodes"]["n3"]
+    assert n3["key"] == "alltoall:pair" and n3["keys"]["alltoall:pair"]["verdict"] == "fail"
+    assert n3["keys"]["all_reduce:pair"]["verdict"] == "pass"
+    reason = drained(cluster)["n3"]
+    m = re.fullmatch(r"slurmqual: burnin: alltoall pair busbw (\d+\.\d) GB/s < 90% of median (\d+\.\d)", reason)
+    assert m and float(m.group(2)) == round(med["alltoall:pair"], 1)
+    base = baselines(cluster)
+    for n in set(NODES) - {"n3"}:
+        assert base[(n, "alltoall:pair")][0] == pytest.approx(a["nodes"][n]["keys"]["alltoall:pair"]["score"])
+        assert base[(n, "all_reduce:pair")][0] >= 0.9 * med["all_reduce:pair"]
+    assert ("n3", "alltoall:pair") not in base
+    hist = json.loads(sq(cluster, "history", "n1", "--json").stdout)
+    assert any(e["kind"] == "baseline" and e["detail"].startswith("alltoall:pair ") for e in hist["events"])
+    cluster.run("scontrol", "update", "nodename=n3", "state=resume")

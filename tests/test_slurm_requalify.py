@@ -24,7 +24,7 @@ def cluster():
     c.fabric({"base": 400, "noise": 0.005, "seed": 9})
     p = sq(c, "burnin", "submit")
     run_dir = re.search(r"run dir (\S+)", p.stdout).group(1)
-    assert sq(c, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "120").returncode == 0
+    assert sq(c, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "480").returncode == 0
     yield c
     stop_cluster(c)
 
@@ -53,8 +53,9 @@ def test_repaired_node_requalifies_to_idle_with_new_baseline(cluster):
     assert result["n2"]["result"] == "pass"
     assert "n2" not in drained(cluster) and reservations(cluster) == "No reservations in the system"
     after = json.loads(sq(cluster, "history", "n2", "--json").stdout)
-    assert len([e for e in after["events"] if e["kind"] == "baseline"]) == \
-        len([e for e in before["events"] if e["kind"] == "baseline"]) + 1
+    pair = lambda h: [e for e in h["events"] if e["kind"] == "baseline" and "pair" in e["detail"]]  # noqa: E731
+    assert len(pair(after)) == len(pair(before)) + 1
+    assert any(e["kind"] == "requalify" and " pass" in e["detail"] for e in after["events"]), after
     assert any(e["kind"] == "drain" and "GPU swapped" in e["detail"] for e in after["events"])
     assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n2.json"))
 
@@ -72,7 +73,8 @@ def test_still_broken_node_ends_drained_with_reason(cluster):
         cluster.run("scontrol", "update", "nodename=n3", "state=resume", check=False)
 
 
-def test_cancel_midway_leaves_no_reservation(cluster):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupted_requalify_leaves_node_drained_and_no_reservation(cluster, sig):
     cluster.fabric({"base": 400, "hang": ["n4"]})  # the burn-in hangs on n4 until cancelled
     try:
         sq(cluster, "drain", "n4", "--reason", "cable swapped")
@@ -81,14 +83,33 @@ def test_cancel_midway_leaves_no_reservation(cluster):
         cluster.wait_for(lambda: "slurmqual-requalify" in reservations(cluster), 30, "reservation")
         st = json.loads(sq(cluster, "status", "n4", "--json").stdout)
         assert st["nodes"][0]["qualification"] == "pending"
-        cluster.wait_for(lambda: "slurmqual-burnin" in cluster.run("squeue", "-h", "-o", "%j").stdout, 30, "burn-in")
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 2 and "cancelled by signal" in out
+        cluster.wait_for(lambda: "slurmqual-burnin" in cluster.run("squeue", "-h", "-o", "%j").stdout, 60, "burn-in")
+        # Everything requalify submitted runs inside its reservation, the analysis job included.
+        jobs = cluster.run("squeue", "-h", "-o", "%j|%v").stdout.split()
+        assert jobs and all(j.split("|")[1].startswith("slurmqual-requalify-") for j in jobs if "slurmqual" in j), jobs
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 2 and f"cancelled by signal {int(sig)}" in out, out
         assert reservations(cluster) == "No reservations in the system", out
+        assert drained(cluster).get("n4") == f"slurmqual: requalify: cancelled by signal {int(sig)}", out
         assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n4.json"))
         cluster.wait_for(lambda: "slurmqual" not in cluster.run("squeue", "-h", "-o", "%j").stdout, 30,
                          "burn-in jobs cancelled")
     finally:
         cluster.fabric({"base": 400})
         cluster.run("scontrol", "update", "nodename=n4", "state=resume", check=False)
+
+
+def test_no_wait_returns_at_once_shows_pending_then_cleans_up(cluster):
+    import time
+
+    sq(cluster, "drain", "n5", "--reason", "GPU swapped")
+    start = time.monotonic()
+    p = sq(cluster, "requalify", "n5", "--no-wait")
+    assert p.returncode == 0 and "pending" in p.stdout and time.monotonic() - start < 10, p.stdout + p.stderr
+    marker = os.path.join(cluster.state_dir, "requalify", "n5.json")
+    cluster.wait_for(lambda: os.path.exists(marker), 30, "pending marker")
+    st = json.loads(sq(cluster, "status", "n5", "--json").stdout)
+    assert st["nodes"][0]["qualification"] == "pending"
+    cluster.wait_for(lambda: not os.path.exists(marker), 180, "background requalify to finish")
+    assert "n5" not in drained(cluster) and reservations(cluster) == "No reservations in the system"

@@ -1,16 +1,68 @@
 """Fleet-relative verdicts from burn-in measurements.
 
 A node is judged against the fleet it runs in, not a fixed GB/s number that
-breaks on every new SKU: a node whose score is below `threshold x median`
-fails. Pairs localise: a slow node is slow with every partner, a bad link
-only with one. A run that would drain too much of the fleet drains nothing:
-that is a fabric problem (or a bug), not a bad node.
+breaks on every new SKU. Everything is keyed by a *measurement key*
+``test:topology`` (``all_reduce:pair``, ``alltoall:pair``, ``all_reduce:intra``;
+intra-node keys also carry the GPU model, ``all_reduce:intra:NVIDIA H100 80GB HBM3``,
+because NVLink bandwidth differs per model while the network does not).
+
+Per pair key:
+
+- a link measured more than once is one link (median of its repeats);
+- each node's score is the *upper median* over its distinct partners that are
+  not themselves convicted: one slow partner cannot drag a healthy node down,
+  one lucky pair cannot save a slow one;
+- the fleet median is a median over *node scores*, not over pairs, so a third
+  of the fleet being slow does not move it to the slow level;
+- nodes are convicted one at a time, lowest score first; each conviction
+  removes that node from its partners' evidence, so two slow nodes paired
+  together are both found and a healthy neighbour of a slow node is not;
+- run-to-run noise is estimated from the fleet's own healthy pairs (MAD, and a
+  low quantile so a heavy tail widens it); a node is drained only when it is
+  below the line by a margin sized for that noise, its number of partners and
+  the fleet size; inside the margin it is ``retest`` with a follow-up plan;
+- a link is suspect only when it clears the same kind of margin and both ends
+  are fine with other partners.
+
+A node without a valid pair measurement is ``untested``, never ``pass``. A
+node fails when it fails any key. A run that would drain too much of the fleet
+drains nothing: that is a fabric problem (or a bug), not a bad node.
+
+Everything is linear or n log n in the number of measurements.
 """
 
 from __future__ import annotations
 
-import statistics
+import heapq
+import math
 from dataclasses import dataclass, field
+from statistics import NormalDist, median
+
+TOPOLOGIES = ("intra", "pair", "group")
+# Input sanity bounds (not judgements): 10 TB/s is beyond any NVLink or NIC
+# generation; nccl-tests sizes are bytes per rank, 1 TiB is beyond any GPU.
+MAX_BUSBW_GBPS = 10_000
+MAX_SIZE_BYTES = 1 << 40
+VERDICT_ORDER = ("fail", "retest", "untested", "pass")  # worst first: a node's verdict is its worst key's
+
+
+def topology_of(count: int) -> str:
+    return "intra" if count == 1 else "pair" if count == 2 else "group"
+
+
+def make_key(test: str, topology: str, gpu_model: str | None = None) -> str:
+    base = f"{test.removesuffix('_perf')}:{topology}"
+    return f"{base}:{gpu_model}" if topology == "intra" and gpu_model else base
+
+
+def split_key(key: str) -> tuple[str, str, str | None]:
+    """``test:topology[:gpu model]`` -> (test, topology, gpu model or None)."""
+    test, _, rest = key.partition(":")
+    topo, _, model = rest.partition(":")
+    return test, topo, model or None
+
+
+_GOOD_NAMES: set[str] = set()  # node names that passed names.check_all in this process
 
 
 @dataclass(frozen=True)
@@ -20,33 +72,82 @@ class Measurement:
     size: int
     test: str
     ok: bool = True
+    gpu_model: str | None = None
+    nccl_version: str | None = None
+    task: int | None = None
+    round: int | None = None
+
+    @property
+    def topology(self) -> str:
+        return topology_of(len(self.nodes))
 
     @property
     def kind(self) -> str:
-        topo = "intra" if len(self.nodes) == 1 else "pair" if len(self.nodes) == 2 else "group"
-        return f"{self.test.removesuffix('_perf')}:{topo}"
+        """``test:topology`` (without the GPU model)."""
+        return make_key(self.test, self.topology)
+
+    @property
+    def key(self) -> str:
+        """The measurement key that judges it (intra keys carry the GPU model)."""
+        return make_key(self.test, self.topology, self.gpu_model)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Measurement":
+        """A measurement line, validated: bad input is a clear ValueError.
+        (Plain type() checks and a cache of names already checked: 40,000
+        lines are read in a fraction of a second.)"""
         nodes = d["nodes"]
-        if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) and n for n in nodes):
+        if type(nodes) is not list or not nodes:
             raise ValueError("'nodes' must be a non-empty list of node names")
+        unseen = [n for n in nodes if type(n) is not str or n not in _GOOD_NAMES]
+        if unseen:
+            if not all(isinstance(n, str) and n for n in unseen):
+                raise ValueError("'nodes' must be a non-empty list of node names")
+            from ..names import check_all
+
+            check_all(unseen)  # BadNodeName (a ValueError): "a b" or "gpu[1-9]" would drain many nodes as one
+            if len(_GOOD_NAMES) > 1_000_000:
+                _GOOD_NAMES.clear()
+            _GOOD_NAMES.update(unseen)
+        if len(nodes) > 1 and len(set(nodes)) != len(nodes):
+            raise ValueError(f"'nodes' names a node twice: {nodes}")
         ok = d.get("ok", True)
-        if not isinstance(ok, bool):
+        if ok is not True and ok is not False:
             raise ValueError("'ok' must be true or false")
         busbw = d.get("busbw")
-        if ok and (not isinstance(busbw, (int, float)) or isinstance(busbw, bool) or busbw < 0):
-            raise ValueError("'busbw' must be a number >= 0")
+        if ok:
+            t = type(busbw)
+            if (t is not float and t is not int) or not busbw >= 0 or math.isinf(busbw):
+                raise ValueError("'busbw' must be a number >= 0")
+            if busbw > MAX_BUSBW_GBPS:  # an absurd number is an input error, never a score or baseline
+                raise ValueError(f"'busbw' {busbw:g} GB/s is beyond any real link (> {MAX_BUSBW_GBPS} GB/s)")
         size = d.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-            raise ValueError("'size' must be a positive integer")
+        if type(size) is not int or not 0 < size <= MAX_SIZE_BYTES:
+            raise ValueError(f"'size' must be a positive integer of at most {MAX_SIZE_BYTES} bytes")
         test = d.get("test", "all_reduce")
-        if not isinstance(test, str) or not test:
-            raise ValueError("'test' must be a string")
-        return cls(tuple(nodes), float(busbw or 0.0), size, test, ok)
+        if type(test) is not str or not test or ":" in test:
+            raise ValueError("'test' must be a test name (e.g. all_reduce)")
+        model = d.get("gpu_model")
+        if model is not None and type(model) is not str:
+            raise ValueError("'gpu_model' must be a string or null")
+        nccl = d.get("nccl_version", d.get("nccl"))
+        if nccl is not None and type(nccl) is not str:
+            raise ValueError("'nccl_version' must be a string or null")
+        task, rnd = d.get("task"), d.get("round")
+        for name, v in (("task", task), ("round", rnd)):
+            if v is not None and type(v) is not int and not (type(v) is str and v.isdigit()):
+                raise ValueError(f"'{name}' must be an integer or null")
+        return cls(tuple(nodes), float(busbw) if ok else 0.0, size, test.removesuffix("_perf"), ok,
+                   model.strip() or None if model else None, nccl,
+                   int(task) if task is not None else None, int(rnd) if rnd is not None else None)
 
     def to_dict(self) -> dict:
-        return {"nodes": list(self.nodes), "busbw": self.busbw, "size": self.size, "test": self.test, "ok": self.ok}
+        out = {"nodes": list(self.nodes), "busbw": self.busbw if self.ok else None, "size": self.size,
+               "test": self.test, "ok": self.ok}
+        for name in ("gpu_model", "nccl_version", "task", "round"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
 
 
 @dataclass
@@ -56,6 +157,11 @@ class Params:
     guard_fraction: float = 0.1
     guard_min: int = 2
     baseline_drop: float = 0.1
+    # Chance, per run and key, that noise alone drains a healthy node (or
+    # reports a healthy link): sizes the margin below the line with the fleet.
+    alpha: float = 0.01
+    # Noise is never assumed smaller than this (tiny fleets, perfect stand-ins).
+    noise_floor: float = 0.01
 
 
 @dataclass
@@ -72,21 +178,355 @@ class Analysis:
     problems: list[str] = field(default_factory=list)
     # Too many nodes below their own baselines: the fleet moved, not a node.
     fleet_slowdown: bool = False
+    # Per key: estimated run-to-run noise (relative sd), lines, counts.
+    noise: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, dict] = field(default_factory=dict)
+    incomplete_tasks: list[str] = field(default_factory=list)
+    versions: dict[str, list[str]] = field(default_factory=dict)
+    # "full": the fleet, judged against itself; "requalify": a few nodes and
+    # their references, judged against the last full run's medians.
+    run_kind: str = "full"
 
     def to_dict(self) -> dict:
         return {"median": self.median, "threshold": self.threshold, "nodes": self.nodes,
                 "suspect_links": self.suspect_links, "drain": self.drain, "guard_tripped": self.guard_tripped,
                 "would_drain": self.would_drain, "below_baseline": self.below_baseline,
-                "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown}
+                "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown,
+                "noise": self.noise, "keys": self.keys, "incomplete_tasks": self.incomplete_tasks,
+                "versions": self.versions, "run_kind": self.run_kind}
+
+
+# -- the one answer to "which median judges this node" -------------------------
+
+def judging_key(analysis: dict, node: str, test: str | None = None) -> str | None:
+    """The measurement key whose fleet median judges `node` (for `test`, else
+    for the key that decided its verdict). Works on stored analyses from
+    before keys existed (first ``:pair`` median, then any)."""
+    medians = analysis.get("median") or {}
+    v = (analysis.get("nodes") or {}).get(node) or {}
+    keys = v.get("keys") or {}
+    if test is not None:
+        if ":" in test:
+            return test if test in medians else None
+        mine = [k for k in keys if split_key(k)[0] == test]
+        pair = [k for k in mine if split_key(k)[1] == "pair"]
+        if pair or mine:
+            return (pair or mine)[0]
+        k = make_key(test, "pair")
+        return k if k in medians else None
+    if v.get("key") and v["key"] in medians:
+        return v["key"]
+    pair = sorted(k for k in medians if split_key(k)[1] == "pair")
+    return pair[0] if pair else (sorted(medians)[0] if medians else None)
+
+
+def median_for(analysis: dict, node: str, test: str | None = None) -> tuple[str | None, float | None]:
+    """(key, fleet median) that judges `node` for `test`: used by the analysis
+    summary, the drain reason, the store (status), metrics and the report."""
+    key = judging_key(analysis, node, test)
+    value = (analysis.get("median") or {}).get(key) if key else None
+    return key, value
+
+
+# -- statistics ----------------------------------------------------------------
+
+_NORMAL = NormalDist()
+
+
+def _upper_median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def _z_score(k: int, n: int, alpha: float) -> float:
+    """Margin in noise sds for a score that is the upper median of k values:
+    below it, `need` values must all fall; chance over n nodes stays < alpha."""
+    need = k // 2 + 1
+    p = (alpha / (max(n, 1) * math.comb(k, need))) ** (1.0 / need)
+    return _NORMAL.inv_cdf(1.0 - min(max(p, 1e-15), 0.5))
+
+
+def _noise(ratios: list[float], floor: float) -> float:
+    """Robust relative spread: the MAD of the upper half (the low side is where
+    slow nodes and the selection of healthy-looking pairs cut in), widened
+    when the low tail is heavier than a normal's (stragglers), never below
+    the floor."""
+    if len(ratios) < 2:
+        return floor
+    mid = median(ratios)
+    upper = [r - mid for r in ratios if r >= mid]
+    mad = 1.4826 * median(upper) if len(upper) >= 2 else 0.0
+    tail = 0.0
+    if len(ratios) >= 200:
+        s = sorted(ratios)
+        q = s[int(0.01 * len(s))]
+        tail = (mid - q) / 2.326
+    return max(mad / mid if mid else floor, tail / mid if mid else 0.0, floor)
+
+
+# -- per key ---------------------------------------------------------------------
+
+@dataclass
+class _KeyResult:
+    key: str
+    median: float
+    noise: float
+    line: float
+    verdicts: dict[str, str]
+    scores: dict[str, float | None]
+    links: list[list[str]] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+
+def _judge_pairs(key: str, ms: list[Measurement], p: Params, level: float | None = None,
+                 trusted: frozenset[str] = frozenset()) -> _KeyResult:
+    """`level`: the fleet median to judge against when this run is not a fleet
+    (a requalify: a few swapped nodes and their `trusted` reference nodes)."""
+    repeats: dict[tuple[str, str], list[float]] = {}
+    for m in ms:
+        a, b = m.nodes
+        if a == b:
+            continue
+        repeats.setdefault((a, b) if a < b else (b, a), []).append(m.busbw)
+    value = {pair: (vs[0] if len(vs) == 1 else median(vs)) for pair, vs in repeats.items()}
+    adj: dict[str, list[tuple[str, float]]] = {}
+    for (a, b), v in value.items():
+        adj.setdefault(a, []).append((b, v))
+        adj.setdefault(b, []).append((a, v))
+    n_nodes = len(adj)
+    cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
+    z = {k: _z_score(k, n_nodes, p.alpha) for k in range(1, 8)}
+
+    def scores(convicted: set[str]) -> dict[str, float | None]:
+        out = {}
+        for n, pairs in adj.items():
+            vals = [v for q, v in pairs if q not in convicted] if n not in convicted else [v for _q, v in pairs]
+            out[n] = _upper_median(vals) if vals else None
+        return out
+
+    best = {n: max(v for _q, v in pairs) for n, pairs in adj.items()}
+
+    def top_level(score: dict, convicted: set[str]) -> float:
+        """The level healthy nodes run at: the median of the nodes' best pairs
+        near the top (a healthy node with one healthy partner shows it)."""
+        ranked = sorted(best[n] for n in adj if n not in convicted)
+        if not ranked:
+            return 0.0
+        top = ranked[(3 * len(ranked)) // 4]
+        return median(x for x in ranked if x >= p.threshold * top)
+
+    def noise(score: dict, convicted: set[str]) -> float:
+        # From pairs of healthy-looking nodes: scores near the fleet's top
+        # level (with half the fleet slow the median itself is not).
+        level = top_level(score, convicted)
+        if not level:
+            return p.noise_floor
+        cut = p.threshold * level
+        healthy = [v / level for (a, b), v in value.items()
+                   if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
+        return _noise(healthy, p.noise_floor)
+
+    def convict(fleet: float, pinned: bool) -> tuple[set[str], dict, float, float]:
+        convicted: set[str] = set()
+        score = scores(convicted)
+        sigma = p.noise_floor
+        for _ in range(8):  # convictions only grow; a few passes settle the median
+            line = p.threshold * fleet
+            sigma = noise(score, convicted)
+
+            drain_at = {k: line * (1 - zk * sigma) for k, zk in z.items()}
+
+            def drain_line(k: int) -> float:
+                return drain_at.get(k, drain_at[7])
+
+            # Only nodes below the line can be guilty; a node whose evidence
+            # changes (a partner convicted) is pushed again below.
+            heap = [(s, -len(adj[n]), n) for n, s in score.items() if s is not None and s < line]
+            heapq.heapify(heap)
+            deferred: list[tuple[float, int, str]] = []
+            tentative: set[str] = set()
+            before = len(convicted)
+
+            def free(n: str) -> list[float]:
+                return [v for q, v in adj[n] if q not in convicted]
+
+            def slow_rule(vals: list[float], s: float) -> bool:
+                # Slow with at least two distinct partners, clearly below the
+                # line, and (nearly) no pair above it: a slow node bottlenecks
+                # every pair; a pair far above the node's own score (beyond
+                # what noise spreads runs of one level apart) contradicts it.
+                # One lucky pair does not save a node slow with three others.
+                high = min(line, s * (1 + 6 * sigma))
+                return len(vals) >= 2 and s < drain_line(len(vals)) and \
+                    sum(1 for v in vals if v >= high) < len(vals) // 2
+
+            def suspect(q: str) -> bool:
+                """Below the line with every partner: its pairs may be its own fault
+                (a node with a pair above the line is not slow)."""
+                if q in trusted:
+                    return False
+                vals = free(q)
+                return bool(vals) and max(vals) < line
+
+            def robust(n: str) -> bool:
+                """Slow even without the partners that are convicted or suspects:
+                with two such partners by the rule above; with one, when that
+                partner is fine with someone else and every pair of the node
+                (suspects' and convicts' too) is clearly below the line."""
+                clean = [(q, v) for q, v in adj[n] if q not in convicted and not suspect(q)]
+                if len(clean) >= 2:
+                    vals = [v for _q, v in clean]
+                    return slow_rule(vals, _upper_median(vals))
+                if len(clean) == 1 and len(adj[n]) >= 2:
+                    q = clean[0][0]
+                    every = [v for _q, v in adj[n]]
+                    return max(every) < drain_line(len(every)) and \
+                        (q in trusted or any(w >= line for r, w in adj[q] if r != n and r not in convicted))
+                return False
+
+            def push_around(n: str) -> None:
+                """Re-check the partners of a new convict and theirs (their suspects changed)."""
+                for q, _v in adj[n]:
+                    for r in (q, *(r for r, _w in adj[q])):
+                        if r not in convicted:
+                            rv = free(r)
+                            if rv:
+                                heapq.heappush(heap, (_upper_median(rv), -len(rv), r))
+
+            while True:
+                while heap:
+                    s, _k, n = heapq.heappop(heap)
+                    if n in convicted:
+                        continue
+                    vals = free(n)
+                    if not vals:
+                        continue
+                    now = _upper_median(vals)
+                    if now != s:
+                        heapq.heappush(heap, (now, -len(vals), n))
+                        continue
+                    if now >= line:
+                        continue
+                    if robust(n):
+                        convicted.add(n)
+                        push_around(n)
+                    elif slow_rule(vals, s):
+                        heapq.heappush(deferred, (s, -len(vals), n))  # its suspects may explain it
+                # Only suspects explaining each other are left: convict the
+                # slowest one (one at a time) and look again.
+                while deferred:
+                    s, _k, n = heapq.heappop(deferred)
+                    vals = free(n) if n not in convicted else []
+                    if vals and _upper_median(vals) == s and slow_rule(vals, s):
+                        convicted.add(n)
+                        tentative.add(n)
+                        push_around(n)
+                        break
+                if not heap:
+                    break
+            # A node convicted only to explain its partners stays convicted if
+            # the evidence left once they are convicted still says so; else retest.
+            for n in sorted(tentative):
+                convicted.discard(n)
+                if robust(n):
+                    convicted.add(n)
+            tentative.clear()
+            score = scores(convicted)
+            new_fleet = fleet if pinned else median(s for s in score.values() if s is not None)
+            if len(convicted) == before and new_fleet == fleet:
+                break
+            fleet = new_fleet
+        return convicted, score, fleet, sigma
+
+    first = scores(set())
+    if level:
+        convicted, score, fleet, sigma = convict(level, True)
+    else:
+        convicted, score, fleet, sigma = convict(median(s for s in first.values() if s is not None), False)
+    # Nodes whose best pair is clearly *above* the fleet by as much as the drain
+    # line is below it: the fleet is split in two levels and its median sits at
+    # the slow one. Judge against the top level then (the guard trips anyway).
+    high = fleet / p.threshold * (1 + z[3] * sigma)
+    above = sum(1 for n in adj if max(v for _q, v in adj[n]) > high)
+    split = above > cap and not level
+    if level:
+        pass
+    elif split:
+        convicted, score, fleet, sigma = convict(top_level(score, convicted), True)
+    elif len(convicted) > cap:
+        # Too many slow nodes for the guard: the median over all nodes sits
+        # between two levels. Say which nodes are slow against the level of
+        # the rest (nothing is drained either way; the report shows them).
+        rest = sorted(s for n, s in score.items() if s is not None and n not in convicted)
+        if rest:
+            q75 = rest[(3 * len(rest)) // 4]
+            level = median(x for x in rest if x >= p.threshold * q75)
+            if level > fleet:
+                convicted, score, fleet, sigma = convict(level, True)
+    line = p.threshold * fleet
+
+    verdicts: dict[str, str] = {}
+    for n in adj:
+        if n in convicted:
+            verdicts[n] = "fail"
+        elif score[n] is None or score[n] < line:
+            verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
+        else:
+            verdicts[n] = "pass"
+
+    # Links: clearly below the line (margin for one value, or fewer sds for a
+    # repeated one), between two nodes that are each fine with another partner.
+    links = []
+    n_links = max(len(value), 1)
+    z_link = _NORMAL.inv_cdf(1 - p.alpha / n_links)
+    for (a, b), v in value.items():
+        if a in convicted or b in convicted or v >= line:
+            continue
+        r = len(repeats[(a, b)])
+        if v >= line * (1 - z_link * sigma / math.sqrt(r)):
+            continue
+        fine_a = any(q != b and q not in convicted and w >= line for q, w in adj[a])
+        fine_b = any(q != a and q not in convicted and w >= line for q, w in adj[b])
+        if fine_a and fine_b:
+            links.append([a, b])
+    info = {"pairs": len(value), "measured": len(ms), "repeated": sum(1 for vs in repeats.values() if len(vs) > 1),
+            "drain_line_3": round(line * (1 - z[3] * sigma), 3), "clearly_above": above if split else 0,
+            "split": split}
+    return _KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, sorted(links), info)
+
+
+def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | None = None) -> _KeyResult:
+    """Intra-node (one node per measurement): each node against its GPU model's median."""
+    per: dict[str, list[float]] = {}
+    for m in ms:
+        per.setdefault(m.nodes[0], []).append(m.busbw)
+    value = {n: (vs[0] if len(vs) == 1 else median(vs)) for n, vs in per.items()}
+    fleet = level or median(value.values())
+    line = p.threshold * fleet
+    # Values under the single-run floor are slow nodes, not noise: left out.
+    sigma = _noise([v / fleet for v in value.values() if v >= (p.threshold - 0.15) * fleet], p.noise_floor) \
+        if fleet else p.noise_floor
+    z = _NORMAL.inv_cdf(1 - p.alpha / max(len(value), 1))
+    # One number per node: besides the noise margin, never convict above
+    # (threshold - 0.15) x median, where a single straggling run can land.
+    drain = min(line * (1 - z * sigma), (p.threshold - 0.15) * fleet)
+    verdicts = {n: "fail" if v < drain else "retest" if v < line else "pass" for n, v in value.items()}
+    return _KeyResult(key, fleet, sigma, line, verdicts, {n: _r(v) for n, v in value.items()},
+                      info={"measured": len(ms), "drain_line": round(drain, 3)})
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
 
 
 def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[Measurement]:
-    """Measurements at the reference size; per kind, fall back to the largest size measured."""
+    """Measurements at the reference size; per key, fall back to the largest size measured."""
     out = []
-    by_kind: dict[str, list[Measurement]] = {}
+    by_shape: dict[tuple[str, int], list[Measurement]] = {}
     for m in ms:
-        by_kind.setdefault(m.kind, []).append(m)
-    for kind, items in sorted(by_kind.items()):
+        by_shape.setdefault((m.test, min(len(m.nodes), 3)), []).append(m)
+    by_key = {make_key(test, topology_of(n)): items for (test, n), items in by_shape.items()}
+    for kind, items in sorted(by_key.items()):
         at = [m for m in items if m.size == ref]
         if not at:
             biggest = max(m.size for m in items)
@@ -96,124 +536,125 @@ def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[
     return out
 
 
+def _worst(verdicts: list[str]) -> str:
+    return min(verdicts, key=VERDICT_ORDER.index) if verdicts else "untested"
+
+
 def analyze(measurements: list[Measurement], scope: list[str] | None = None, params: Params | None = None,
-            baselines: dict[str, float] | None = None) -> Analysis:
+            baselines: dict[str, dict[str, float]] | None = None,
+            fleet_level: dict[str, float] | None = None, trusted: set[str] | None = None) -> Analysis:
+    """Judge a run. `baselines` maps measurement key -> node -> the node's own
+    baseline. `fleet_level` (key -> median of the last full run) is for runs
+    that are not a fleet: a requalify's few nodes are judged against the
+    fleet's level, never against each other; its `trusted` reference nodes
+    (qualified) are evidence only: never suspects, never judged here."""
     p = params or Params()
     problems: list[str] = []
-    invalid = [m for m in measurements if not m.ok]
-    for m in invalid:
-        problems.append(f"test error (not a measurement): {m.test} on {','.join(m.nodes)}")
+    failed = dict.fromkeys(f"{m.test} on {','.join(m.nodes)}" for m in measurements if not m.ok)
+    problems += [f"test error (not a measurement): {what}" for what in failed]
     valid = _at_reference([m for m in measurements if m.ok], p.reference_size, problems)
-    all_nodes = list(scope) if scope is not None else []
+
+    seen: dict[str, None] = dict.fromkeys(scope or ())
     for m in measurements:
         for n in m.nodes:
-            if n not in all_nodes:
-                all_nodes.append(n)
+            seen.setdefault(n)
+    all_nodes = [n for n in seen if n not in (trusted or ())]
+    tests = list(dict.fromkeys(m.test for m in measurements))
 
-    median = {k: statistics.median(m.busbw for m in valid if m.kind == k) for k in sorted({m.kind for m in valid})}
-    limit = {k: p.threshold * v for k, v in median.items()}
-    slow = {id(m): m.busbw < limit[m.kind] for m in valid}
-
-    bad: set[str] = set()
-    # 1. Single-node (intra) tests: evidence, but one noisy run must not drain a node.
-    #    Far below the line (threshold - 0.1, i.e. < 80% of median by default,
-    #    beyond any run-to-run noise) it is conclusive on its own.
-    intra_slow = {m.nodes[0] for m in valid if len(m.nodes) == 1 and slow[id(m)]}
-    bad.update(m.nodes[0] for m in valid
-               if len(m.nodes) == 1 and m.busbw < (p.threshold - 0.1) * median[m.kind])
-    pairs = [m for m in valid if len(m.nodes) == 2]
-    pairs_of: dict[str, list[Measurement]] = {}
-    for m in pairs:
-        for n in m.nodes:
-            pairs_of.setdefault(n, []).append(m)
-
-    def partner(m: Measurement, node: str) -> str:
-        return m.nodes[1] if m.nodes[0] == node else m.nodes[0]
-
-    def unexplained(node: str) -> list[Measurement]:
-        return [m for m in pairs_of.get(node, ()) if partner(m, node) not in bad]
-
-    def guilty(node: str, also_bad: set[str]) -> bool:
-        """Slow with every partner not (assumed) bad, or intra-slow with pairs that agree."""
-        mine = [m for m in pairs_of.get(node, ()) if partner(m, node) not in bad and partner(m, node) not in also_bad]
-        n_slow = sum(slow[id(m)] for m in mine)
-        return (len(mine) >= 2 and n_slow == len(mine)) or (node in intra_slow and 2 * n_slow >= len(mine))
-
-    # 2. A node slow with at least two different partners (that are not bad
-    #    themselves) is the slow one; so is an intra-slow node whose pairs agree
-    #    (or that has no pairs). Repeat: each new bad node explains its pairs.
-    #    Order-independent: a candidate is convicted only if it stays guilty
-    #    when every other candidate is assumed bad too. Two slow nodes paired
-    #    together both stay guilty; "A slow or B slow?" with the same evidence
-    #    for both convicts neither (both get retest).
-    while True:
-        cands = {n for n in all_nodes if n not in bad and guilty(n, set())}
-        robust = {n for n in cands if guilty(n, cands)}  # a node is never its own partner
-        if not robust:
-            break
-        bad |= robust
-
-    # 3. What is left: slow pairs between nodes that are not bad.
-    retest: set[str] = intra_slow - bad  # intra says slow, its pairs say fine: look again
-    links: list[list[str]] = []
-    for m in pairs:
-        if not slow[id(m)] or set(m.nodes) & bad:
-            continue
-        a, b = m.nodes
-        fine_a = any(not slow[id(x)] for x in unexplained(a) if x is not m)
-        fine_b = any(not slow[id(x)] for x in unexplained(b) if x is not m)
-        if fine_a and fine_b:
-            links.append(sorted([a, b]))
-        else:
-            retest.update(n for n, fine in ((a, fine_a), (b, fine_b)) if not fine)
-    for n in all_nodes:  # two or more slow pairs next to fine ones: conflicting evidence
-        mine = unexplained(n)
-        if n not in bad and sum(slow[id(m)] for m in mine) >= 2:
-            retest.add(n)
-            links = [link for link in links if n not in link]
-
-    # 4. Scores and verdicts.
-    nodes: dict[str, dict] = {}
-    mine_of: dict[str, list[Measurement]] = {}
+    by_key: dict[str, list[Measurement]] = {}
+    models: dict[str, str] = {}
+    versions: dict[str, set[str]] = {"nccl": set(), "gpu_model": set()}
+    key_of: dict[tuple, str] = {}
     for m in valid:
-        for x in m.nodes:
-            mine_of.setdefault(x, []).append(m)
-    link_set = {tuple(link) for link in links}
-    for n in all_nodes:
-        mine = mine_of.get(n, [])
-        if not mine:
-            nodes[n] = {"verdict": "untested", "score": None}
+        shape = (m.test, len(m.nodes), m.gpu_model)
+        key = key_of.get(shape)
+        if key is None:
+            key = key_of[shape] = m.key
+        by_key.setdefault(key, []).append(m)
+        if m.gpu_model:
+            versions["gpu_model"].add(m.gpu_model)
+            for n in m.nodes:
+                models.setdefault(n, m.gpu_model)
+        if m.nccl_version:
+            versions["nccl"].add(m.nccl_version)
+    results: dict[str, _KeyResult] = {}
+    medians: dict[str, float] = {}
+    for key, ms in sorted(by_key.items()):
+        topo = split_key(key)[1]
+        if topo == "pair":
+            results[key] = _judge_pairs(key, ms, p, (fleet_level or {}).get(key), frozenset(trusted or ()))
+        elif topo == "intra":
+            results[key] = _judge_single(key, ms, p, (fleet_level or {}).get(key))
+        else:
+            medians[key] = round(median(m.busbw for m in ms), 3)  # a group run localises nothing
             continue
-        # A pair slowed by a bad partner or a suspect link says nothing about this node.
-        own = [m for m in mine if len(m.nodes) == 2 and not (set(m.nodes) - {n}) & bad
-               and tuple(sorted(m.nodes)) not in link_set]
-        primary = (own if n not in bad else []) or [m for m in mine if len(m.nodes) == 2] \
-            or [m for m in mine if len(m.nodes) == 1] or mine
-        score = round(statistics.median(m.busbw for m in primary), 3)
-        verdict = "fail" if n in bad else "retest" if n in retest else "pass"
-        nodes[n] = {"verdict": verdict, "score": score}
+        medians[key] = round(results[key].median, 3)
 
+    # Per node: the verdict of each key it was measured under, and per test
+    # the rule "no pass without network (pair) evidence".
+    nodes: dict[str, dict] = {}
+    parts = {k: split_key(k) for k in results}
+    rank = {v: i for i, v in enumerate(VERDICT_ORDER)}
+    for n in all_nodes:
+        keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n]} for k, r in results.items() if n in r.verdicts}
+        worst = 3  # pass
+        for t in tests:
+            tv = [rank[kv["verdict"]] for k, kv in keys.items() if parts[k][0] == t]
+            if not any(parts[k][0] == t and parts[k][1] == "pair" for k in keys) and 0 not in tv:
+                tv.append(2)  # no pair evidence: untested; intra alone never passes a node
+            worst = min(worst, min(tv))
+        verdict = VERDICT_ORDER[worst]
+        # The key that decided: the worst one, pair before intra on a tie.
+        key = None
+        if keys and verdict != "untested":
+            key = min(keys, key=lambda k: (rank[keys[k]["verdict"]], parts[k][1] != "pair", k))
+        score = keys[key]["score"] if key else None
+        nodes[n] = {"verdict": verdict, "score": score, "key": key, "keys": keys}
+        if n in models:
+            nodes[n]["gpu_model"] = models[n]
+
+    links = sorted(link for r in results.values() for link in r.links)
+    links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
     tripped = len(would) > cap
-    if tripped:
+    split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
+    if split:
+        tripped = True
+        problems.append("blast-radius guard: the fleet is split in two levels (" +
+                        ", ".join(f"{k}: {c} nodes clearly above the median of the rest" for k, c in sorted(split.items())) +
+                        "); draining none: suspect a fabric-wide problem")
+    elif tripped:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
-    below = {}
-    for n, v in nodes.items():
-        base = (baselines or {}).get(n)
-        if base and v["score"] is not None and v["score"] < (1 - p.baseline_drop) * base:
-            below[n] = {"score": v["score"], "baseline": base}
+
+    below: dict[str, dict] = {}
+    for key, base_of in (baselines or {}).items():
+        for n, base in base_of.items():
+            v = nodes.get(n, {}).get("keys", {}).get(key)
+            if base and v and v["score"] is not None and v["score"] < (1 - p.baseline_drop) * base:
+                if n not in below or v["score"] / base < below[n]["score"] / below[n]["baseline"]:
+                    below[n] = {"key": key, "score": v["score"], "baseline": base}
     # A slowdown of the whole fabric moves the fleet median with it, so the
     # relative test sees nothing; the nodes' own baselines still do.
     slowdown = len(below) > cap
     if slowdown:
         problems.append(f"fleet-wide slowdown: {len(below)} of {tested} nodes are more than "
                         f"{p.baseline_drop:.0%} below their own baselines; baselines not updated")
+    for n in all_nodes:
+        if nodes[n]["verdict"] == "untested" and any(k for k in nodes[n]["keys"]):
+            problems.append(f"{n}: no valid pair measurement: untested (an intra-node number alone never passes)")
     good = [n for n in all_nodes if nodes[n]["verdict"] == "pass"]
+    retest = sorted(n for n in all_nodes if nodes[n]["verdict"] == "retest")
     from .plan import retest_plan
 
-    plan = [[list(pair) for pair in rnd] for rnd in retest_plan(sorted(retest), good)] if retest else []
-    return Analysis(median, p.threshold, nodes, sorted(links), [] if tripped else would, tripped, would,
-                    below, plan, problems, slowdown)
+    plan = [[list(pair) for pair in rnd] for rnd in retest_plan(retest, good)] if retest else []
+    if retest and not plan:
+        problems.append(f"{len(retest)} node(s) need a retest but no node passed to pair them with")
+    noise = {k: round(r.noise, 4) for k, r in results.items()}
+    keys_out = {k: {"median": medians[k], "noise": noise[k], "line": round(r.line, 3), **r.info,
+                    "verdicts": {v: sum(1 for x in r.verdicts.values() if x == v) for v in VERDICT_ORDER}}
+                for k, r in results.items()}
+    return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
+                    problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()})

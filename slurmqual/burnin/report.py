@@ -1,8 +1,13 @@
 """`slurmqual burnin report RUN --html FILE`: one self-contained HTML page
 for a burn-in run, to open in a browser or attach to a ticket.
 
-The chart is drawn by matplotlib (SVG backend) and embedded inline, so the
-page needs no network, no JavaScript and no other file.
+Every number is read from analysis.json, and every "vs median" uses the
+analysis' own answer to "which median judges this node"
+(`analyze.median_for`), so the page, `status`, the drain reason and the
+metrics never disagree. One chart per measurement key (test:topology),
+drawn by matplotlib (SVG backend) and embedded inline: the page needs no
+network, no JavaScript and no other file. The legend sits beside the plot,
+never over the bars.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import json
 import os
 import sys
 import time
+
+from .analyze import median_for, split_key
 
 VERDICT_COLOURS = {"pass": "#4c9a2a", "fail": "#c62828", "retest": "#ef8f00", "untested": "#9e9e9e"}
 
@@ -31,63 +38,88 @@ def load_analysis(run: str) -> tuple[dict, str]:
         raise ReportError(f"{path}: no analysis found (run `slurmqual burnin analyze` first)") from None
     except (OSError, ValueError) as exc:
         raise ReportError(f"{path}: cannot read analysis: {exc}") from None
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: not a slurmqual analysis (not an object)")
     for key in ("median", "threshold", "nodes"):
         if key not in data:
             raise ReportError(f"{path}: not a slurmqual analysis (missing {key!r})")
     return data, path
 
 
-def _reference_median(analysis: dict) -> tuple[str, float | None]:
-    medians = {k: v for k, v in analysis.get("median", {}).items() if v is not None}
-    if not medians:
-        return "", None
-    for preferred in ("pair", "all_reduce", "group", "intra"):
-        if preferred in medians:
-            return preferred, medians[preferred]
-    kind = sorted(medians)[0]
-    return kind, medians[kind]
+def chart_keys(analysis: dict) -> list[str]:
+    """The keys that get a chart: every key nodes were judged under, pair keys first."""
+    keys = set(analysis.get("median", {}))
+    for v in analysis["nodes"].values():
+        keys.update((v.get("keys") or {}).keys())
+    keys = {k for k in keys if analysis["median"].get(k) is not None}
+    return sorted(keys, key=lambda k: (split_key(k)[1] != "pair", k))
 
 
-def render_chart_svg(analysis: dict) -> str:
-    """Every node's score, sorted, with the fleet median and threshold lines."""
-    import matplotlib
+def _key_scores(analysis: dict, key: str) -> list[tuple[str, str, float]]:
+    """(node, verdict under this key, score under this key), sorted by score."""
+    out = []
+    for n, v in analysis["nodes"].items():
+        kv = (v.get("keys") or {}).get(key)
+        if kv is None and not v.get("keys") and v.get("score") is not None and median_for(analysis, n)[0] == key:
+            kv = v  # an analysis from before keys: its one score
+        if kv is not None and kv.get("score") is not None:
+            out.append((n, kv.get("verdict", v.get("verdict")), float(kv["score"])))
+    return sorted(out, key=lambda x: x[2])
+
+
+def chart_figure(analysis: dict, key: str):
+    """The matplotlib figure for one key: node scores, the key's median and line."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:  # a head-node-only extra: compute nodes install without it
+        raise ReportError("the report chart needs matplotlib: pip install 'slurmqual[report]'") from None
 
     matplotlib.use("svg", force=True)
     import matplotlib.pyplot as plt
 
-    nodes = sorted(
-        ((n, v) for n, v in analysis["nodes"].items() if v.get("score") is not None),
-        key=lambda item: item[1]["score"],
-    )
-    kind, median = _reference_median(analysis)
+    nodes = _key_scores(analysis, key)
+    median = analysis["median"][key]
     threshold = float(analysis.get("threshold", 0.9))
-    width = min(max(6.0, 0.18 * len(nodes) + 2), 40.0)
-    fig, ax = plt.subplots(figsize=(width, 4.0))
-    xs = range(len(nodes))
-    colours = [VERDICT_COLOURS.get(v.get("verdict"), "#607d8b") for _n, v in nodes]
+    width = min(max(7.0, 0.18 * len(nodes) + 4), 40.0)
+    fig, ax = plt.subplots(figsize=(width, 4.2))
+    xs = list(range(len(nodes)))
     on_link = {n for link in analysis.get("suspect_links", []) for n in link}
     drained = set(analysis.get("drain", []))
-    bars = ax.bar(list(xs), [v["score"] for _n, v in nodes], color=colours, width=0.8)
-    for bar, (name, _v) in zip(bars, nodes):
+    bars = ax.bar(xs, [s for _n, _v, s in nodes], color=[VERDICT_COLOURS.get(v, "#607d8b") for _n, v, _s in nodes],
+                  width=0.8)
+    for bar, (name, _v, _s) in zip(bars, nodes):
         if name in drained:
             bar.set_edgecolor("black")
             bar.set_linewidth(1.5)
-        elif name in on_link:
+        elif name in on_link and split_key(key)[1] == "pair":
             bar.set_hatch("//")  # one end of a suspect link: shown, not drained
-    if median is not None:
-        ax.axhline(median, color="#1565c0", linewidth=1.2, label=f"fleet median {median:.1f} GB/s ({kind})")
-        ax.axhline(threshold * median, color="#c62828", linestyle="--", linewidth=1.2,
-                   label=f"{threshold:.0%} of median: {threshold * median:.1f} GB/s")
+    ax.axhline(median, color="#1565c0", linewidth=1.2, label=f"fleet median {median:.1f} GB/s")
+    ax.axhline(threshold * median, color="#c62828", linestyle="--", linewidth=1.2,
+               label=f"{threshold:.0%} of median: {threshold * median:.1f} GB/s")
+    for verdict, colour in VERDICT_COLOURS.items():
+        if any(v == verdict for _n, v, _s in nodes):
+            ax.bar([0], [0], color=colour, label=verdict)  # legend swatch only (zero height)
     if len(nodes) <= 64:
-        ax.set_xticks(list(xs), [n for n, _v in nodes], rotation=90, fontsize=7)
+        ax.set_xticks(xs, [n for n, _v, _s in nodes], rotation=90, fontsize=7)
     else:
         ax.set_xticks([])
         ax.set_xlabel(f"{len(nodes)} nodes, sorted by score")
-    ax.set_ylabel("bus bandwidth score (GB/s)")
-    ax.set_title("Burn-in: node scores vs fleet median")
-    if median is not None:
-        ax.legend(loc="lower right", fontsize=8)
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title(f"{key}: node scores vs fleet median")
+    # Beside the axes, never over the bars.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0.0)
     fig.tight_layout()
+    return fig
+
+
+def render_chart_svg(analysis: dict, key: str | None = None) -> str:
+    keys = chart_keys(analysis)
+    key = key or (keys[0] if keys else None)
+    if key is None:
+        return "<p>no scores to chart</p>"
+    fig = chart_figure(analysis, key)  # first: says which extra to install when matplotlib is missing
+    import matplotlib.pyplot as plt
+
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     plt.close(fig)
@@ -95,49 +127,100 @@ def render_chart_svg(analysis: dict) -> str:
     return svg[svg.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline in HTML
 
 
+def _num(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
 def render_html(analysis: dict, title: str) -> str:
     esc = html.escape
-    kind, median = _reference_median(analysis)
     threshold = float(analysis.get("threshold", 0.9))
     nodes = analysis["nodes"]
     counts: dict[str, int] = {}
     for v in nodes.values():
         counts[v.get("verdict", "?")] = counts.get(v.get("verdict", "?"), 0) + 1
     drain = set(analysis.get("drain", []))
-    links = analysis.get("suspect_links", [])
+    noise = analysis.get("noise") or {}
+    keys_info = analysis.get("keys") or {}
+
     rows = []
-    for name, v in sorted(nodes.items(), key=lambda item: (item[1].get("score") is None, item[1].get("score") or 0)):
+    for name, v in sorted(nodes.items(), key=lambda item: (item[1].get("score") is None, item[1].get("score") or 0,
+                                                            item[0])):
         score = v.get("score")
+        key, median = median_for(analysis, name)
         rel = f"{score / median:.1%}" if score is not None and median else "-"
         cls = "drain" if name in drain else v.get("verdict", "")
         rows.append(
-            f'<tr class="{esc(cls)}"><td>{esc(name)}</td><td>{esc(str(v.get("verdict", "")))}</td>'
-            f'<td>{"-" if score is None else f"{score:.2f}"}</td><td>{rel}</td>'
-            f'<td>{"yes" if name in drain else ""}</td></tr>'
-        )
-    guard = ""
+            f'<tr class="{esc(cls)}" data-node="{esc(name)}"><td>{esc(name)}</td>'
+            f'<td class="verdict">{esc(str(v.get("verdict", "")))}</td>'
+            f'<td class="key">{esc(key or "-")}</td><td class="score">{_num(score)}</td>'
+            f'<td class="median">{_num(median)}</td><td class="rel">{rel}</td>'
+            f'<td>{"yes" if name in drain else ""}</td></tr>')
+
+    med_rows = []
+    for key, value in sorted(analysis.get("median", {}).items()):
+        info = keys_info.get(key, {})
+        line = info.get("line", threshold * value if value is not None else None)
+        drain_line = info.get("drain_line_3", info.get("drain_line"))
+        med_rows.append(
+            f'<tr data-key="{esc(key)}"><td>{esc(key)}</td><td class="median">{_num(value)}</td>'
+            f'<td class="noise">{_num(noise.get(key), "{:.2%}")}</td><td class="line">{_num(line)}</td>'
+            f'<td class="drainline">{_num(drain_line)}</td></tr>')
+
+    banners = []
     if analysis.get("guard_tripped"):
-        guard = ('<p class="guard">Blast-radius guard tripped: too many nodes would have been drained; '
-                 'none were. Suspect a fabric-wide problem (spine, switch firmware, congestion control).</p>')
+        would = ", ".join(analysis.get("would_drain", [])) or "-"
+        banners.append('<p class="guard" id="guard">Blast-radius guard tripped: too many nodes would have been '
+                       f'drained ({esc(would)}); none were. Suspect a fabric-wide problem (spine, switch firmware, '
+                       'congestion control).</p>')
+    if analysis.get("fleet_slowdown"):
+        banners.append('<p class="guard" id="slowdown">Fleet-wide slowdown: '
+                       f'{len(analysis.get("below_baseline", {}))} nodes are well below their own baselines; '
+                       'baselines were not updated. Suspect the fabric, a driver/NCCL change or a bug.</p>')
+    below = "".join(
+        f'<tr data-node="{esc(n)}"><td>{esc(n)}</td><td>{esc(b.get("key", "-"))}</td>'
+        f'<td class="score">{_num(b["score"])}</td><td class="baseline">{_num(b["baseline"])}</td>'
+        f'<td class="rel">{b["score"] / b["baseline"]:.1%}</td></tr>'
+        for n, b in sorted(analysis.get("below_baseline", {}).items()))
+    incomplete = "".join(f"<li>task {esc(str(t))}: did not finish; its untested nodes are reported untested</li>"
+                         for t in analysis.get("incomplete_tasks", [])) or "<li>none</li>"
+    plan = "".join(f"<li>round {i + 1}: " + ", ".join(f"{esc(a)} + {esc(b)}" for a, b in rnd) + "</li>"
+                   for i, rnd in enumerate(analysis.get("retest_plan", []))) or "<li>none</li>"
+    versions = "".join(f"<li>{esc(k)}: {esc(', '.join(v) or '-')}</li>"
+                       for k, v in sorted((analysis.get("versions") or {}).items())) or "<li>not recorded</li>"
+    links = "".join(f"<li>{esc(a)} &harr; {esc(b)}</li>" for a, b in analysis.get("suspect_links", [])) \
+        or "<li>none</li>"
+    problems = "".join(f"<li>{esc(p)}</li>" for p in analysis.get("problems", [])) or "<li>none</li>"
+    charts = "".join(f'<div class="chart" data-key="{esc(k)}">{render_chart_svg(analysis, k)}</div>'
+                     for k in chart_keys(analysis))
     summary = ", ".join(f"{k}: {n}" for k, n in sorted(counts.items()))
-    median_s = f"{median:.2f} GB/s ({esc(kind)})" if median is not None else "n/a"
-    link_items = "".join(f"<li>{esc(a)} &harr; {esc(b)}</li>" for a, b in links) or "<li>none</li>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: left; }}
+table {{ border-collapse: collapse; margin-bottom: 1em; }} td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: left; }}
 tr.fail td, tr.drain td {{ background: #ffebee; }} tr.retest td {{ background: #fff3e0; }}
 tr.untested td {{ color: #777; }} .guard {{ background: #fff3e0; padding: 0.5em; border: 1px solid #ef8f00; }}
+.chart svg {{ max-width: 100%; height: auto; }}
 </style></head><body>
 <h1>{esc(title)}</h1>
-<p>Generated {esc(time.strftime("%Y-%m-%d %H:%M:%S %Z"))}. Fleet median {median_s};
-threshold {threshold:.0%}. Nodes: {len(nodes)} ({esc(summary)}). Drained: {len(drain)}.</p>
-{guard}
-<div id="chart">{render_chart_svg(analysis)}</div>
-<h2>Suspect links (drain nothing)</h2><ul id="links">{link_items}</ul>
+<p id="summary">Generated {esc(time.strftime("%Y-%m-%d %H:%M:%S %Z"))}. Threshold {threshold:.0%} of the fleet median
+of each test. Nodes: {len(nodes)} ({esc(summary)}). Drained: {len(drain)}.</p>
+{''.join(banners)}
+<h2>Fleet medians and noise</h2>
+<table id="medians"><thead><tr><th>key (test:topology)</th><th>median GB/s</th><th>noise (sd)</th>
+<th>line GB/s</th><th>drain below GB/s (3 partners)</th></tr></thead><tbody>{''.join(med_rows)}</tbody></table>
+{charts}
+<h2>Below their own baselines</h2>
+<table id="below"><thead><tr><th>node</th><th>key</th><th>score GB/s</th><th>baseline GB/s</th><th>vs baseline</th></tr></thead>
+<tbody>{below}</tbody></table>
+<h2>Suspect links (drain nothing)</h2><ul id="links">{links}</ul>
+<h2>Incomplete tasks</h2><ul id="incomplete">{incomplete}</ul>
+<h2>Retest plan</h2><ul id="retest">{plan}</ul>
+<h2>Versions</h2><ul id="versions">{versions}</ul>
+<h2>Problems</h2><ul id="problems">{problems}</ul>
 <h2>Nodes</h2>
-<table id="nodes"><thead><tr><th>node</th><th>verdict</th><th>score GB/s</th><th>vs median</th><th>drained</th></tr></thead>
+<table id="nodes"><thead><tr><th>node</th><th>verdict</th><th>judged by</th><th>score GB/s</th><th>median GB/s</th>
+<th>vs median</th><th>drained</th></tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
 </body></html>
 """

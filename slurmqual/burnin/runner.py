@@ -25,20 +25,18 @@ def params(cfg: dict) -> Params:
 
 # -- submit -------------------------------------------------------------------
 
-def submit(config, adapter, nodes: list[str], partition: str | None, reservation: str | None,
-           explicit_rounds: list[list[list[str]]] | None = None) -> dict:
+def submission(config, nodes: list[str], partition: str | None, reservation: str | None,
+               explicit_rounds: list[list[list[str]]] | None = None) -> dict:
+    """What `submit` would do, decided without touching anything: the run id
+    and directory, the groups, and the sbatch arguments of every task job and
+    of the analysis job. `burnin submit --dry-run` prints this."""
     cfg = config["burnin"]
     if len(nodes) < 2:
         raise BurninError("a burn-in needs at least 2 nodes")
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
     run_dir = os.path.join(cfg["run_dir"], run_id)
-    os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
     # Explicit rounds (requalify) need every pair inside one task: one group.
     plan = [sorted(nodes)] if explicit_rounds else groups(sorted(nodes), cfg["group_size"])
-    with open(os.path.join(run_dir, "plan.json"), "w") as fh:
-        json.dump({"run_id": run_id, "scope": sorted(nodes), "groups": plan, "time": time.time(),
-                   "config_digest": config.digest, "rounds": explicit_rounds}, fh)
-    sizes = sorted({len(g) for g in plan})
     common = []
     partition = partition or cfg["partition"]
     reservation = reservation or cfg["reservation"]
@@ -50,126 +48,210 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
         common.append(f"--account={cfg['account']}")
     from ..slurm import compress
 
-    exe = f"{sys.executable} -m slurmqual"
-    env_cfg = f"--export=ALL,SLURMQUAL_CONFIG={config.path}" if config.path else "--export=ALL"
-    if len(plan) == 1:
-        where = [f"--nodelist={compress(sorted(nodes))}"]
-    else:
-        outside = _outside(adapter, nodes)
-        where = [f"--exclude={outside}"] if outside else []
-    array = adapter.submit([
-        f"--job-name=slurmqual-burnin-{run_id}", f"--array=0-{len(plan) - 1}",
-        f"--nodes={sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"--nodes={sizes[0]}", "--exclusive", *where,
-        f"--time={cfg['task_time_limit']}", f"--output={run_dir}/logs/task-%a.out", env_cfg, *common,
-    ], script=f"{exe} burnin task {run_dir}")
+    from ..security import job_command, job_export
+
+    # Isolated interpreter, minimal named environment: never the submitter's
+    # whole environment (a slurmrestd JWT would be stored with the job).
+    exe = job_command()
+    env_cfg = job_export(config.path)
+    # One job per group, pinned with --nodelist and an exact --nodes: Slurm
+    # has no per-task node list for an array, and an array's tasks land on
+    # whatever nodes are free, so a busy partition would test some nodes
+    # twice and others never. A pinned job waits for its own nodes instead.
+    tasks = [[f"--job-name=slurmqual-burnin-{run_id}", f"--nodes={len(group)}", f"--nodelist={compress(group)}",
+              "--exclusive", f"--time={cfg['task_time_limit']}", f"--output={run_dir}/logs/task-{i}.out",
+              env_cfg, *common]
+             for i, group in enumerate(plan)]
+    scripts = [f"SLURMQUAL_BURNIN_TASK={i} exec {exe} burnin task {run_dir}" for i in range(len(plan))]
+    analysis = [f"--job-name=slurmqual-analysis-{run_id}", "--nodes=1", f"--output={run_dir}/logs/analysis.out",
+                "--time=00:30:00", env_cfg,
+                # requalify (explicit rounds) runs everything inside its maintenance reservation
+                *[c for c in common if explicit_rounds or not c.startswith("--reservation")]]
+    return {"run_id": run_id, "run_dir": run_dir, "scope": sorted(nodes), "groups": plan,
+            "rounds": explicit_rounds, "task_sbatch": tasks, "task_scripts": scripts, "analysis_sbatch": analysis,
+            "analysis_script": f"{exe} burnin analyze {run_dir}"}
+
+
+def submit(config, adapter, nodes: list[str], partition: str | None, reservation: str | None,
+           explicit_rounds: list[list[list[str]]] | None = None) -> dict:
+    """Write the run's plan, submit one pinned job per group and the analysis
+    job that waits for all of them. If any submission fails or is
+    interrupted (Ctrl-C, SIGTERM), the jobs already submitted are cancelled:
+    a partial run would test part of the fleet and be analysed as a whole."""
+    import signal
+
     from ..slurm import SlurmError
 
+    sub = submission(config, nodes, partition, reservation, explicit_rounds)
+    run_dir = sub["run_dir"]
+    os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
+    with open(os.path.join(run_dir, "plan.json"), "w") as fh:
+        json.dump({"run_id": sub["run_id"], "scope": sub["scope"], "groups": sub["groups"], "time": time.time(),
+                   "config_digest": config.digest, "rounds": explicit_rounds}, fh)
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    jobs: list[str] = []
+    old = signal.signal(signal.SIGTERM, interrupted) if _main_thread() else None
     try:
-        analysis = adapter.submit([
-            f"--job-name=slurmqual-analysis-{run_id}", f"--dependency=afterany:{array}", "--nodes=1",
-            f"--output={run_dir}/logs/analysis.out", "--time=00:30:00", env_cfg,
-            *[c for c in common if not c.startswith("--reservation")],
-        ], script=f"{exe} burnin analyze {run_dir}")
-    except SlurmError:
-        adapter.cancel([array])  # an array nobody analyses would test for nothing
+        for argv, script in zip(sub["task_sbatch"], sub["task_scripts"]):
+            jobs.append(adapter.submit(argv, script=script))
+        analysis = adapter.submit([*sub["analysis_sbatch"][:1], f"--dependency=afterany:{':'.join(jobs)}",
+                                   *sub["analysis_sbatch"][1:]], script=sub["analysis_script"])
+    except (SlurmError, KeyboardInterrupt):
+        try:  # tasks nobody analyses would test for nothing; by name too, for a
+            adapter.cancel(jobs)  # job whose sbatch answer the interruption lost
+            adapter.cancel_by_name(f"slurmqual-burnin-{sub['run_id']}")
+        finally:
+            with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
+                json.dump({"tasks": {str(i): j for i, j in enumerate(jobs)}, "analysis": None,
+                           "cancelled": True}, fh)
         raise
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
-        json.dump({"array": array, "analysis": analysis}, fh)
-    return {"run_id": run_id, "run_dir": run_dir, "array_job": array, "analysis_job": analysis, "groups": len(plan)}
+        json.dump({"tasks": {str(i): j for i, j in enumerate(jobs)}, "analysis": analysis}, fh)
+    return {"run_id": sub["run_id"], "run_dir": run_dir, "task_jobs": jobs, "array_job": jobs[0],
+            "analysis_job": analysis, "groups": len(sub["groups"])}
 
 
-def _outside(adapter, nodes: list[str]) -> str:
-    """Nodes of the cluster not in scope, so array tasks land only inside it."""
-    from ..slurm import compress
+def _main_thread() -> bool:
+    import threading
 
-    rest = sorted({n.name for n in adapter.node_info()} - set(nodes))
-    return compress(rest) if rest else ""
+    return threading.current_thread() is threading.main_thread()
+
+
+def task_jobs(jobs: dict) -> list[str]:
+    """The task job ids of a run's jobs.json (runs before pinning had one array)."""
+    if "tasks" in jobs:
+        return list(jobs["tasks"].values())
+    return [jobs["array"]] if jobs.get("array") else []
 
 
 # -- analyze ------------------------------------------------------------------
 
 def load_run(run_dir: str) -> tuple[dict, list[dict], dict]:
     """plan, raw measurement dicts, versions per node from a run directory."""
+    from ..fsroot import load_json_text
+    from ..names import check_all
+
     try:
-        with open(os.path.join(run_dir, "plan.json")) as fh:
-            plan = json.load(fh)
-    except (OSError, ValueError) as exc:
+        plan = load_json_text(_read_input(os.path.join(run_dir, "plan.json")))
+        check_all(plan["scope"], "node name in plan.json scope")
+    except (BurninError, ValueError, KeyError, TypeError) as exc:
         raise BurninError(f"{run_dir}: not a burn-in run directory ({exc})") from None
     measurements, versions = [], {}
     for path in sorted(glob.glob(os.path.join(run_dir, "results", "task-*.json"))):
         try:
-            with open(path) as fh:
-                res = json.load(fh)
-            measurements.extend(res["measurements"])
+            res = load_json_text(_read_input(path))
+            measurements.extend(_measurement(d, path) for d in res["measurements"])
             for n, v in res.get("versions", {}).items():
                 versions.setdefault(n, {}).update(v)
-        except (OSError, ValueError, KeyError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BurninError(f"{path}: unreadable task result ({exc})") from None
     return plan, measurements, versions
 
 
 def incomplete_tasks(run_dir: str) -> list[str]:
-    """Tasks whose result file is a checkpoint (the task was killed mid-way)."""
-    out = []
+    """Planned tasks that did not finish: killed after a checkpoint (their
+    result says complete: false) or before their first one (no result file
+    at all: never started, cancelled, killed during the first test)."""
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as fh:
+            planned = [str(i) for i in range(len(json.load(fh).get("groups") or []))]
+    except (OSError, ValueError, AttributeError):
+        planned = []
+    seen, out = set(), []
     for path in sorted(glob.glob(os.path.join(run_dir, "results", "task-*.json"))):
         try:
             with open(path) as fh:
                 res = json.load(fh)
         except (OSError, ValueError):
             continue
-        if res.get("complete") is False:
+        seen.add(str(res.get("task")))
+        if res.get("complete") is not True:
             out.append(str(res.get("task")))
-    return out
+    out += [t for t in planned if t not in seen]
+    return sorted(set(out), key=lambda t: (not t.isdigit(), int(t) if t.isdigit() else 0, t))
+
+
+MAX_INPUT_BYTES = 256 << 20  # far above any run's results; a bound so /dev/zero cannot eat the memory
+
+
+def _read_input(path: str) -> bytes:
+    """A measurement/result/plan file: a regular file only (a FIFO would hang
+    the analysis, /dev/zero never ends), bounded."""
+    from ..fsroot import read_regular
+
+    try:
+        return read_regular(path, MAX_INPUT_BYTES)
+    except OSError as exc:
+        raise BurninError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _measurement(d, where: str) -> dict:
+    """A raw measurement checked in full and with its optional keys filled in,
+    so nothing after parsing (the drain, the store) meets a surprise."""
+    if not isinstance(d, dict):
+        raise BurninError(f"{where}: bad measurement: not an object")
+    try:
+        return {**d, **Measurement.from_dict(d).to_dict()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BurninError(f"{where}: bad measurement: {exc}") from None
 
 
 def load_jsonl(path: str) -> list[dict]:
-    out = []
+    from ..fsroot import load_json_text
+
     try:
-        fh = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise BurninError(f"{path}: {exc.strerror}") from None
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                if not isinstance(d, dict):
-                    raise ValueError("not an object")
-                Measurement.from_dict(d)
-            except (ValueError, KeyError) as exc:
-                raise BurninError(f"{path}:{lineno}: bad measurement: {exc}") from None
-            out.append(d)
+        text = _read_input(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BurninError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    out = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            d = load_json_text(line)
+        except ValueError as exc:
+            raise BurninError(f"{path}:{lineno}: bad measurement: {exc}") from None
+        out.append(_measurement(d, f"{path}:{lineno}"))
     return out
 
 
-def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str, float]) -> Analysis:
+def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str, dict[str, float]]) -> Analysis:
     return analyze([Measurement.from_dict(d) for d in raw], scope, params(config["burnin"]), baselines)
 
 
 def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
     """Drain failing nodes with our reason, never over someone else's drain."""
+    from ..policy import may_drain
     from ..slurm import SlurmError
     from ..slurm import reason as reasons
 
     if not analysis.drain:
         return []
     info = {n.name: n for n in adapter.node_info()}
-    median = next((v for k, v in analysis.median.items() if k.endswith(":pair")), None) or \
-        next(iter(analysis.median.values()), 0.0)
+    from .analyze import median_for
+
+    whole = analysis.to_dict()
     done = []
     for node in analysis.drain:
         i = info.get(node)
-        if i is not None and i.drained and not reasons.is_ours(i.reason):
-            log(f"{node}: already drained by someone else ({i.reason!r}); left alone")
-            continue
-        if i is not None and i.hands_off and not i.drained:
-            log(f"{node}: failing but {i.state} ({','.join(i.flags)}): left alone")
-            continue
         score = analysis.nodes[node]["score"]
-        reason = reasons.make("burnin", f"busbw {score:.1f} GB/s < {analysis.threshold:.0%} of median {median:.1f}")
-        if i is not None and i.reason == reason:
-            done.append(node)  # re-analysis: already drained by this very verdict
+        key, median = median_for(whole, node)  # the one answer to "which median judged it"
+        what = "busbw" if key in (None, "all_reduce:pair") else " ".join(key.split(":")[:2]) + " busbw"
+        reason = reasons.make("burnin", f"{what} {score:.1f} GB/s < {analysis.threshold:.0%} of median {median or 0:.1f}")
+        decision = may_drain(i, reason, "burnin")  # the shared ownership rules (slurmqual/policy.py)
+        if not decision:
+            if decision.noop:
+                done.append(node)  # re-analysis: already drained by this very verdict
+            elif i is not None and i.hands_off:
+                log(f"{node}: failing but {i.state} ({','.join(i.flags)}): left alone")
+            else:
+                log(f"{node}: {decision.why}")
             continue
         try:
             adapter.drain([node], reason)
@@ -204,8 +286,8 @@ def record(config, run_id: str, when: float, scope: list[str], raw: list[dict], 
         store.close()
 
 
-def baselines_from_store(config) -> dict[str, float]:
+def baselines_from_store(config) -> dict[str, dict[str, float]]:
     from .store import existing
 
     with existing(config["store"]["path"]) as store:
-        return store.baselines() if store else {}
+        return store.all_baselines() if store else {}

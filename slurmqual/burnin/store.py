@@ -34,7 +34,32 @@ MIGRATIONS: list[str] = [
                          kind TEXT NOT NULL, detail TEXT, run_id TEXT);
     CREATE INDEX events_node ON events(node, time);
     """,
+    # v2: everything keyed by measurement key (test:topology): per-key scores
+    # and verdicts, the key that judged each node, the run's noise estimate;
+    # v1 baselines (always all_reduce, judged on pairs) become all_reduce:pair.
+    """
+    ALTER TABLE verdicts ADD COLUMN key TEXT;
+    ALTER TABLE runs ADD COLUMN noise TEXT;
+    CREATE TABLE scores (run_id TEXT NOT NULL REFERENCES runs(id), node TEXT NOT NULL, key TEXT NOT NULL,
+                         verdict TEXT NOT NULL, score REAL, PRIMARY KEY (run_id, node, key));
+    CREATE INDEX scores_node ON scores(node);
+    UPDATE baselines SET test = test || ':pair' WHERE instr(test, ':') = 0;
+    UPDATE verdicts SET key = (SELECT j.key FROM runs r, json_each(r.median) j
+                               WHERE r.id = verdicts.run_id AND j.key LIKE '%:pair' ORDER BY j.key LIMIT 1);
+    """,
+    # v3: which runs measured the fleet ('full') and which a few nodes against
+    # references ('requalify'): the latter are judged by the former's medians.
+    """
+    ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'full';
+    """,
 ]
+
+
+def baseline_key(test: str) -> str:
+    """A test name (``all_reduce``) means its pair key; a full key is kept."""
+    from .analyze import make_key
+
+    return test if ":" in test else make_key(test, "pair")
 
 
 class StoreError(Exception):
@@ -53,11 +78,25 @@ class Store:
     """Interface every backend implements."""
 
     def record_run(self, run: RunRecord, measurements: list[dict], analysis: dict,
-                   versions: dict[str, dict] | None = None, test: str = "all_reduce") -> None:
+                   versions: dict[str, dict] | None = None, test: str | None = None) -> None:
+        raise NotImplementedError
+
+    def accept_baseline(self, nodes: list[str], test: str | None = None, who: str = "admin") -> list[dict]:
+        raise NotImplementedError
+
+    def all_baselines(self, nodes: list[str] | None = None) -> dict[str, dict[str, float]]:
+        raise NotImplementedError
+
+    def fleet_medians(self) -> dict[str, float]:
         raise NotImplementedError
 
     def add_event(self, node: str, kind: str, detail: str, when: float | None = None, run_id: str | None = None) -> None:
         raise NotImplementedError
+
+    def add_events(self, events: list[tuple]) -> None:
+        """Bulk: (node, time, kind, detail, run_id) rows in one transaction (the hooks' event spool)."""
+        for node, when, kind, detail, run_id in events:
+            self.add_event(node, kind, detail, when, run_id)
 
     def last_burnin(self, nodes: list[str] | None = None) -> dict[str, dict]:
         raise NotImplementedError
@@ -74,7 +113,7 @@ class Store:
         raise NotImplementedError
 
     def baseline(self, node: str, test: str = "all_reduce") -> dict | None:
-        """The node's baseline for `test` with the versions it was taken under, or None."""
+        """The node's baseline for `test` (its pair key) or a full key, with the versions it was taken under, or None."""
         raise NotImplementedError
 
     def node_history(self, node: str) -> list[dict]:
@@ -95,7 +134,10 @@ class SqliteStore(Store):
         if not create and not os.path.exists(path):
             raise StoreError(f"{path}: no store yet (run a burn-in first)")
         if create:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{path}: cannot create the store's directory: {exc.strerror or exc}") from None
         self.path = path
         try:
             self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
@@ -120,6 +162,9 @@ class SqliteStore(Store):
         for v in range(current, len(MIGRATIONS)):
             self.db.execute("BEGIN IMMEDIATE")
             try:
+                if self.version() > v:  # a concurrent first analysis migrated while we waited for the lock
+                    self.db.execute("COMMIT")
+                    continue
                 if v == 0:
                     self.db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
                     self.db.execute("INSERT INTO schema_version VALUES (0)")
@@ -132,41 +177,45 @@ class SqliteStore(Store):
                 raise
 
     # -- writes --------------------------------------------------------------
-    def record_run(self, run, measurements, analysis, versions=None, test="all_reduce") -> None:
+    def record_run(self, run, measurements, analysis, versions=None, test=None) -> None:
+        """One transaction: the run, its measurements, per-node and per-key
+        verdicts, events, and baselines. A baseline moves only on a pass of the
+        node, per key, and only up or sideways (within the run's noise); a node
+        below its own baseline keeps the old one until an admin accepts."""
         versions = versions or {}
         db = self.db
+        noise = analysis.get("noise") or {}
+        frozen = analysis["guard_tripped"] or analysis.get("fleet_slowdown")
         try:
             db.execute("BEGIN IMMEDIATE")
-            for table in ("measurements", "verdicts", "events"):
+            for table in ("measurements", "verdicts", "scores", "events"):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.id,))
             db.execute("DELETE FROM runs WHERE id = ?", (run.id,))
-            db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?)",
+            db.execute("INSERT INTO runs (id, time, scope, config_digest, median, threshold, guard_tripped, noise, kind) "
+                       "VALUES (?,?,?,?,?,?,?,?,?)",
                        (run.id, run.time, json.dumps(run.scope), run.config_digest, json.dumps(analysis["median"]),
-                        analysis["threshold"], int(analysis["guard_tripped"])))
+                        analysis["threshold"], int(analysis["guard_tripped"]), json.dumps(noise),
+                        analysis.get("run_kind") or "full"))
             db.executemany("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?)", [
                 (run.id, i, json.dumps(m["nodes"]), m["test"], m["size"], m.get("busbw"), int(m["ok"]),
                  json.dumps(m.get("problems", []))) for i, m in enumerate(measurements)])
-            db.executemany("INSERT INTO verdicts VALUES (?,?,?,?)", [
-                (run.id, n, v["verdict"], v["score"]) for n, v in analysis["nodes"].items()])
+            db.executemany("INSERT INTO verdicts (run_id, node, verdict, score, key) VALUES (?,?,?,?,?)", [
+                (run.id, n, v["verdict"], v["score"], v.get("key")) for n, v in analysis["nodes"].items()])
+            db.executemany("INSERT INTO scores VALUES (?,?,?,?,?)", [
+                (run.id, n, k, kv["verdict"], kv["score"])
+                for n, v in analysis["nodes"].items() for k, kv in (v.get("keys") or {}).items()])
             events = []
             for n, v in analysis["nodes"].items():
-                events.append((n, run.time, "burnin", f"{v['verdict']} score={v['score']}", run.id))
-                if (v["verdict"] == "pass" and v["score"] is not None and not analysis["guard_tripped"]
-                        and not analysis.get("fleet_slowdown")):
-                    ver = versions.get(n, {})
-                    old = db.execute("SELECT nccl, driver, nic_fw, time FROM baselines WHERE node=? AND test=?",
-                                     (n, test)).fetchone()
-                    if old and old[3] > run.time:
-                        continue  # re-analysing an older run never replaces a newer baseline
-                    db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?)",
-                               (n, test, v["score"], ver.get("driver"), ver.get("nccl"), ver.get("nic_fw"),
-                                run.id, run.time))
-                    events.append((n, run.time, "baseline", f"{test} {v['score']} GB/s", run.id))
-                    if old:
-                        for key, before in zip(("nccl", "driver", "nic_fw"), old[:3]):
-                            now = ver.get(key)
-                            if before and now and before != now:
-                                events.append((n, run.time, "version_change", f"{key} {before} -> {now}", run.id))
+                events.append((n, run.time, "burnin", f"{v['verdict']} score={v['score']}"
+                               + (f" ({v['key']})" if v.get("key") else ""), run.id))
+                if v["verdict"] != "pass" or v["score"] is None or frozen:
+                    continue
+                per_key = v.get("keys") or {baseline_key(test or "all_reduce"): {"verdict": "pass", "score": v["score"]}}
+                ver = versions.get(n, {})
+                for key, kv in per_key.items():
+                    if kv["verdict"] != "pass" or kv["score"] is None:
+                        continue
+                    events += self._move_baseline(n, key, kv["score"], noise.get(key, 0.0), ver, run)
             for n in analysis.get("drain", []):
                 events.append((n, run.time, "drain", f"burnin score {analysis['nodes'][n]['score']}", run.id))
             db.executemany("INSERT INTO events (node, time, kind, detail, run_id) VALUES (?,?,?,?,?)", events)
@@ -180,33 +229,159 @@ class SqliteStore(Store):
                 db.execute("ROLLBACK")
             raise
 
+    def _move_baseline(self, node: str, key: str, score: float, noise: float, ver: dict, run) -> list[tuple]:
+        """Inside record_run's transaction: set or keep one baseline; return the events."""
+        db = self.db
+        old = db.execute("SELECT nccl, driver, nic_fw, time, score FROM baselines WHERE node=? AND test=?",
+                         (node, key)).fetchone()
+        if old and old[3] > run.time:
+            return []  # re-analysing an older run never replaces a newer baseline
+        if old and score < old[4] * (1 - noise):
+            # Down by more than the noise: keep the old level (reported below
+            # baseline while it is far enough under it) until an admin accepts.
+            return []
+        db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?,?,?,?)",
+                   (node, key, score, ver.get("driver"), ver.get("nccl"), ver.get("nic_fw"), run.id, run.time))
+        events = [(node, run.time, "baseline", f"{key} {score} GB/s", run.id)]
+        if old:
+            for name, before in zip(("nccl", "driver", "nic_fw"), old[:3]):
+                now = ver.get(name)
+                if before and now and before != now:
+                    events.append((node, run.time, "version_change", f"{name} {before} -> {now}", run.id))
+        return events
+
+    def accept_baseline(self, nodes: list[str], test: str | None = None, who: str = "admin") -> list[dict]:
+        """An admin accepts each node's level in its latest run as its new
+        baseline (per key; `test` limits it to that test or key). Recorded in
+        history. Keys whose latest verdict is fail or untested are refused."""
+        from .analyze import split_key
+
+        out = []
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            for node in nodes:
+                row = self.db.execute("""SELECT v.run_id, r.time FROM verdicts v JOIN runs r ON r.id = v.run_id
+                                         WHERE v.node = ? ORDER BY r.time DESC, r.id DESC LIMIT 1""",
+                                      (node,)).fetchone()
+                if row is None:
+                    out.append({"node": node, "key": None, "accepted": False, "why": "no burn-in yet"})
+                    continue
+                run_id, when = row
+                for key, verdict, score in self.db.execute(
+                        "SELECT key, verdict, score FROM scores WHERE run_id=? AND node=? ORDER BY key",
+                        (run_id, node)).fetchall():
+                    if test and key != test and split_key(key)[0] != test:
+                        continue
+                    if verdict in ("fail", "untested") or score is None:
+                        out.append({"node": node, "key": key, "accepted": False,
+                                    "why": f"latest verdict {verdict}: requalify it first"})
+                        continue
+                    old = self.db.execute("SELECT score FROM baselines WHERE node=? AND test=?", (node, key)).fetchone()
+                    self.db.execute("INSERT OR REPLACE INTO baselines (node, test, score, run_id, time) "
+                                    "VALUES (?,?,?,?,?)", (node, key, score, run_id, when))
+                    self.db.execute("INSERT INTO events (node, time, kind, detail, run_id) VALUES (?,?,?,?,?)",
+                                    (node, time.time(), "baseline_accepted",
+                                     f"{key} {old[0] if old else None} -> {score} GB/s by {who}", run_id))
+                    out.append({"node": node, "key": key, "accepted": True, "old": old[0] if old else None,
+                                "new": score})
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: could not accept baselines: {exc}") from None
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        return out
+
     def add_event(self, node, kind, detail, when=None, run_id=None) -> None:
         self.db.execute("INSERT INTO events (node, time, kind, detail, run_id) VALUES (?,?,?,?,?)",
                         (node, when if when is not None else time.time(), kind, detail, run_id))
 
+    def add_events(self, events) -> None:
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("INSERT INTO events (node, time, kind, detail, run_id) VALUES (?,?,?,?,?)", events)
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: could not record events: {exc}") from None
+
     # -- reads ---------------------------------------------------------------
     def last_burnin(self, nodes=None) -> dict[str, dict]:
-        """Per node: last run's time, verdict, score, that run's median, the node's baseline. Bulk queries."""
+        """Per node: last run's time, verdict, score, the median that judged it
+        (analyze.median_for), the node's baseline for that key. Bulk queries."""
+        from .analyze import median_for
+
         rows = self.db.execute("""
-            SELECT v.node, r.time, v.verdict, v.score, r.median FROM verdicts v JOIN runs r ON r.id = v.run_id
+            SELECT v.node, r.time, v.verdict, v.score, r.median, v.key FROM verdicts v JOIN runs r ON r.id = v.run_id
             WHERE r.time = (SELECT MAX(r2.time) FROM verdicts v2 JOIN runs r2 ON r2.id = v2.run_id
                             WHERE v2.node = v.node)""").fetchall()
-        base = self.baselines(nodes)
+        base = self.all_baselines(nodes)
         wanted = set(nodes) if nodes is not None else None
         out = {}
-        for node, t, verdict, score, median in rows:
+        for node, t, verdict, score, median, key in rows:
             if wanted is not None and node not in wanted:
                 continue
-            med = json.loads(median or "{}")
-            pair = [v for k, v in med.items() if k.endswith(":pair")] or list(med.values())
-            out[node] = {"time": t, "verdict": verdict, "score": score, "median": pair[0] if pair else None,
-                         "baseline": base.get(node)}
+            key, med = median_for({"median": json.loads(median or "{}"), "nodes": {node: {"key": key}}}, node)
+            out[node] = {"time": t, "verdict": verdict, "score": score, "median": med, "key": key,
+                         "baseline": base.get(key or "", {}).get(node)}
+        return out
+
+    def last_burnin_walk(self, nodes=None) -> dict[str, dict]:
+        """Like last_burnin (without per-key detail), fast at a year of runs (`status`): walk the runs
+        newest first and stop once every wanted node has its verdict; a daily
+        full run answers all of them from its own rows (primary key lookups)."""
+        if nodes is None:
+            return self.last_burnin(nodes)
+        left = set(nodes)
+        found: dict[str, tuple] = {}
+        for run_id, t, median in self.db.execute("SELECT id, time, median FROM runs ORDER BY time DESC, id DESC"):
+            if not left:
+                break
+            if len(left) <= 256:
+                names = sorted(left)
+                rows = self.db.execute(f"SELECT node, verdict, score, key FROM verdicts WHERE run_id = ? AND node IN "
+                                       f"({','.join('?' * len(names))})", (run_id, *names)).fetchall()
+            else:
+                rows = self.db.execute("SELECT node, verdict, score, key FROM verdicts WHERE run_id = ?",
+                                       (run_id,)).fetchall()
+            for node, verdict, score, key in rows:
+                if node in left:
+                    left.discard(node)
+                    found[node] = (t, verdict, score, median, key)
+        from .analyze import median_for
+
+        base = self.all_baselines(list(found))
+        out = {}
+        for node, (t, verdict, score, median, key) in found.items():
+            key, med = median_for({"median": json.loads(median or "{}"), "nodes": {node: {"key": key}}}, node)
+            out[node] = {"time": t, "verdict": verdict, "score": score, "median": med, "key": key,
+                         "baseline": base.get(key or "", {}).get(node)}
         return out
 
     def baselines(self, nodes=None, test="all_reduce") -> dict[str, float]:
-        rows = self.db.execute("SELECT node, score FROM baselines WHERE test = ?", (test,)).fetchall()
+        rows = self.db.execute("SELECT node, score FROM baselines WHERE test = ?", (baseline_key(test),)).fetchall()
         wanted = set(nodes) if nodes is not None else None
         return {n: s for n, s in rows if wanted is None or n in wanted}
+
+    def fleet_medians(self) -> dict[str, float]:
+        """Per key, the fleet median of the latest full run that did not trip
+        the guard (a requalify is judged against it); {} when there is none."""
+        row = self.db.execute("SELECT median FROM runs WHERE kind = 'full' AND guard_tripped = 0 "
+                              "ORDER BY time DESC, id DESC LIMIT 1").fetchone()
+        return {k: v for k, v in json.loads(row[0] or "{}").items() if isinstance(v, (int, float))} if row else {}
+
+    def all_baselines(self, nodes=None) -> dict[str, dict[str, float]]:
+        """key -> node -> baseline, for every measurement key."""
+        wanted = set(nodes) if nodes is not None else None
+        out: dict[str, dict[str, float]] = {}
+        for n, key, score in self.db.execute("SELECT node, test, score FROM baselines"):
+            if wanted is None or n in wanted:
+                out.setdefault(key, {})[n] = score
+        return out
 
     def last_verdict(self, node) -> dict | None:
         row = self.db.execute("""
@@ -218,7 +393,7 @@ class SqliteStore(Store):
 
     def baseline(self, node, test="all_reduce") -> dict | None:
         row = self.db.execute("SELECT score, driver, nccl, nic_fw, run_id, time FROM baselines WHERE node=? AND test=?",
-                              (node, test)).fetchone()
+                              (node, baseline_key(test))).fetchone()
         if row is None:
             return None
         return dict(zip(("score", "driver", "nccl", "nic_fw", "run_id", "time"), row))
@@ -245,12 +420,18 @@ def open_store(path: str, create: bool = True) -> Store:
 
 @contextmanager
 def existing(path: str) -> Iterator[Store | None]:
-    """The store at path, or None when there is none yet (a new cluster)."""
+    """The store at path, or None when there is none yet (a new cluster).
+    Only a missing file is "no store": an unreadable, corrupted or newer-schema
+    store raises StoreError (read as empty it would silently drop every
+    baseline and with them the fleet-slowdown protection)."""
     try:
-        store = open_store(path, create=False)
-    except StoreError:
+        os.lstat(path)
+    except FileNotFoundError:
         yield None
         return
+    except OSError as exc:  # e.g. a directory on the way we may not read
+        raise StoreError(f"{path}: cannot read the store: {exc.strerror}") from None
+    store = open_store(path, create=False)
     try:
         yield store
     finally:

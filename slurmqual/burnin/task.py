@@ -4,6 +4,12 @@ test's raw log is kept; one result file per task is written atomically.
 
 Building a command (`test_argv`) is separate from running it and from judging
 its output (`parse`), so each can be tested on its own.
+
+Each measurement line carries what judges it later: `test` (the binary name
+without `_perf`), `gpu_model` (the device name of the rank lines when the run
+saw one model), `nccl_version`, `task` and `round` (pair rounds; null for the
+intra-node and group runs). When the nccl-tests binary can write JSON (`-J`,
+nccl-tests 2.17.x on) its document is read instead of scraping the text.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import os
 import subprocess
 import time
 
-from .parse import parse
+from .parse import parse_run
 from .plan import rounds
 
 
@@ -40,11 +46,38 @@ def seconds(limit: str) -> int:
     return days * 86400 + h * 3600 + m * 60 + s
 
 
-def test_argv(cfg: dict, test: str, nodes: list[str]) -> list[str]:
-    """The launcher command for one nccl-tests run over `nodes`."""
+_JSON_SUPPORT: dict[str, bool] = {}
+
+
+def writes_json(binary: str) -> bool:
+    """Whether this nccl-tests build knows `-J,--output_file` (2.17.x on):
+    its usage text is in the binary, so no run is needed to find out (an
+    older build would reject the unknown option and fail every test)."""
+    if binary not in _JSON_SUPPORT:
+        found = False
+        try:
+            with open(binary, "rb") as fh:
+                tail = b""
+                while not found:
+                    chunk = fh.read(1 << 20)
+                    if not chunk:
+                        break
+                    found = b"--output_file" in tail + chunk
+                    tail = chunk[-16:]
+        except OSError:
+            found = False
+        _JSON_SUPPORT[binary] = found
+    return _JSON_SUPPORT[binary]
+
+
+def test_argv(cfg: dict, test: str, nodes: list[str], json_path: str | None = None) -> list[str]:
+    """The launcher command for one nccl-tests run over `nodes` (with
+    `-J json_path` when given: the build writes JSON)."""
     binary = os.path.join(cfg["nccl_tests_dir"], test)
     gpus = cfg["gpus_per_node"]
     bench = [binary, "-b", cfg["min_bytes"], "-e", cfg["max_bytes"], "-f", "2", "-g", "1"]
+    if json_path:
+        bench += ["-J", json_path]
     if cfg["launcher"] == "mpirun":
         hosts = ",".join(f"{n}:{gpus}" for n in nodes)
         return ["mpirun", "-np", str(gpus * len(nodes)), "-H", hosts, "--bind-to", "numa", *bench]
@@ -65,16 +98,21 @@ def _start(argv: list[str], log_path: str) -> tuple[subprocess.Popen, object]:
                             start_new_session=True), fh
 
 
-def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, tag: str) -> list[dict]:
+def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, tag: str,
+              task: int | None = None, round_: int | None = None) -> list[dict]:
     """Run the tests over disjoint node sets concurrently; judge each log."""
     import signal
 
     timeout = seconds(cfg["test_time_limit"]) + 30
+    use_json = writes_json(os.path.join(cfg["nccl_tests_dir"], test))
     started = []
     for nodes in node_sets:
         log = os.path.join(log_dir, f"{tag}-{test}-{'-'.join(nodes)}.log")
+        json_path = log[:-4] + ".json" if use_json else None
+        if json_path and os.path.exists(json_path):
+            os.unlink(json_path)  # nccl-tests never overwrites: it would write <path>.0
         try:
-            proc, fh = _start(test_argv(cfg, test, nodes), log)
+            proc, fh = _start(test_argv(cfg, test, nodes, json_path), log)
         except OSError as exc:
             started.append((nodes, None, None, log, f"could not start: {exc}"))
             continue
@@ -90,13 +128,19 @@ def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, ta
                 proc.wait()
                 err = f"timed out after {timeout}s"
             fh.close()
-        out.append(_measurement(cfg, test, nodes, log, err, proc.returncode if proc else None))
+        out.append(_measurement(cfg, test, nodes, log, err, proc.returncode if proc else None, task, round_))
     return out
 
 
-def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | None, rc: int | None) -> dict:
-    with open(log, errors="replace") as fh:
-        result = parse(fh.read())
+def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | None, rc: int | None,
+                 task: int | None = None, round_: int | None = None) -> dict:
+    json_path = log[:-4] + ".json"
+    try:
+        result = parse_run(log, json_path if os.path.exists(json_path) else None)
+    except OSError as exc:
+        from .parse import Result
+
+        result = Result(ok=False, problems=[f"unreadable log: {exc.strerror}"])
     problems = list(result.problems)
     if err:
         problems.insert(0, err)
@@ -107,8 +151,17 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
     if busbw is None and result.rows:
         size, busbw = result.rows[-1].size, result.rows[-1].busbw
     ok = result.ok and not problems and busbw is not None
-    return {"nodes": nodes, "busbw": busbw if ok else None, "size": size, "test": test.removesuffix("_perf"),
-            "ok": ok, "problems": problems, "log": os.path.basename(log), "nccl": result.nccl_version}
+    name = test.removesuffix("_perf")
+    if result.test and result.test != name:
+        problems.append(f"output is of {result.test}, not {name}")
+        ok = False
+    out = {"nodes": nodes, "busbw": busbw if ok else None, "size": size, "test": name, "ok": ok,
+           "gpu_model": result.gpu_models[0] if len(result.gpu_models) == 1 else None,
+           "nccl_version": result.nccl_version, "task": task, "round": round_,
+           "problems": problems, "log": os.path.basename(log), "nccl": result.nccl_version}
+    if not ok:
+        out["error"] = "; ".join(problems)[:300] or "no bus bandwidth at any size"
+    return out
 
 
 def planned_rounds(run_dir: str, nodes: list[str], count: int) -> list[list[tuple[str, str]]]:
@@ -143,12 +196,13 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
         if checkpoint is not None:
             checkpoint(result)
 
+    task = int(task_id) if str(task_id).isdigit() else None
     for test in cfg["tests"]:
-        add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra"))
+        add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task))
         for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):
-            add(run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}"))
+            add(run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}", task, r))
         if cfg["all_node_run"] and len(nodes) > 2:
-            add(run_batch(cfg, test, [nodes], log_dir, "group"))
+            add(run_batch(cfg, test, [nodes], log_dir, "group", task))
     result["finished"] = time.time()
     result["complete"] = True
     return result
@@ -161,3 +215,39 @@ def write_result(run_dir: str, result: dict) -> str:
     path = os.path.join(run_dir, "results", f"task-{result['task']}.json")
     write_text(path, json.dumps(result))
     return path
+
+
+def planned_group(run_dir: str, task_id: str) -> list[str] | None:
+    """The nodes plan.json gives this task (None: an older run without groups)."""
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as fh:
+            groups = json.load(fh).get("groups")
+        return list(groups[int(task_id)])
+    except (OSError, ValueError, TypeError, IndexError, AttributeError):
+        return None
+
+
+def run_in_job(run_dir: str, cfg: dict, log=print) -> int:
+    """`burnin task` inside its Slurm job: run this task's plan on exactly
+    its planned group. A job that got other nodes (a hand-made sbatch, an
+    admin's update) refuses to test them: it writes no result, so the
+    analysis reports the task incomplete and its nodes untested."""
+    from ..slurm import expand
+
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not nodelist:
+        log("slurmqual: burnin task runs inside a Slurm job (no SLURM_JOB_NODELIST)")
+        return 2
+    task_id = os.environ.get("SLURMQUAL_BURNIN_TASK") or os.environ.get("SLURM_ARRAY_TASK_ID") or "0"
+    allocated = expand(nodelist)
+    planned = planned_group(run_dir, task_id)
+    if planned is not None and sorted(planned) != sorted(allocated):
+        log(f"slurmqual: task {task_id} was planned for {','.join(planned)} but runs on {','.join(allocated)}: "
+            "not testing (the task is reported incomplete)")
+        return 2
+    result = run_task(run_dir, task_id, planned or allocated, cfg,
+                      checkpoint=lambda partial: write_result(run_dir, partial))
+    path = write_result(run_dir, result)
+    bad = sum(1 for m in result["measurements"] if not m["ok"])
+    log(f"task {task_id}: {len(result['measurements'])} tests ({bad} test errors) -> {path}")
+    return 0

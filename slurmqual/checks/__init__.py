@@ -1,81 +1,235 @@
 """The per-node checks: registry and the context they run in.
 
-Each check lives in its own module `slurmqual.checks.<id>` and exposes
-`run(ctx) -> CheckResult`. Modules are imported only when their check runs,
-so the prolog pays for nothing it does not use.
+A check is one module `slurmqual.checks.<id>` that declares everything about
+itself in `SPEC` (id, level, summary, hint, explain text, config model) and
+exposes `run(ctx) -> CheckResult`. The registry, the config schema's check
+list and sections, the hints, `slurmqual explain` and the default hook lists
+are all derived from those declarations (tests/test_check_registry.py checks
+they agree), so adding a check means adding one module.
+
+Check modules keep their top-level imports light (probes, result): the
+registry imports every module to read its SPEC, including on the prolog path.
+A check's config model is built by `SPEC.settings()`, which imports pydantic
+only when a config is validated, never in a hook that reads the cached config.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import time
-from dataclasses import dataclass, field
-from typing import Callable
 
 from ..config import Config
 from ..fsroot import FsRoot
 from ..result import CheckResult, Status
 
+LEVELS = ("fast", "standard", "slow")
+HOOKS = ("prolog", "epilog", "healthcheck")
 
-@dataclass(frozen=True)
+
 class CheckSpec:
-    name: str
-    level: str       # "fast": sysfs/procfs reads only; "standard": may run bounded commands
-    summary: str
+    """One check's declaration.
+
+    level: "fast" reads sysfs/procfs only (prolog); "standard" may run bounded
+    commands (epilog, health check); "slow" runs long diagnostics (requalify,
+    on demand; never in a hook by default).
+    hint: the one-line remediation shown with a failure. A check that knows the
+    failing device sets `CheckResult.hint` itself with the device filled in.
+    settings: a function returning the pydantic model of `[checks.<id>]`
+    (imports pydantic lazily), or None for a check without settings.
+    hooks: hooks whose default check list includes it.
+    rank: position in the run order and in listings.
+    """
+
+    __slots__ = ("name", "level", "summary", "hint", "explain", "settings", "hooks", "rank")
+
+    def __init__(self, name: str, level: str, summary: str, hint: str, explain: str, *, rank: int,
+                 settings: "Callable[[], type] | None" = None, hooks: tuple[str, ...] | None = None):
+        if level not in LEVELS:
+            raise ValueError(f"check {name}: unknown level {level!r}")
+        self.name = name
+        self.level = level
+        self.summary = summary
+        self.hint = hint
+        self.explain = explain
+        self.settings = settings
+        self.rank = rank
+        if hooks is None:
+            hooks = {"fast": HOOKS, "standard": ("epilog", "healthcheck"), "slow": ()}[level]
+        self.hooks = tuple(hooks)
+
+    def __repr__(self) -> str:
+        return f"CheckSpec({self.name!r}, {self.level!r})"
+
+
+def _discover() -> dict[str, CheckSpec]:
+    """Every module of this package with a SPEC, in rank order."""
+    here = os.path.dirname(__file__)
+    specs = []
+    for fname in os.listdir(here):
+        if not fname.endswith(".py") or fname.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{fname[:-3]}")
+        spec = getattr(module, "SPEC", None)
+        if spec is None:
+            continue
+        if spec.name != fname[:-3]:
+            raise ImportError(f"{module.__name__}: SPEC.name {spec.name!r} differs from the module name")
+        specs.append(spec)
+    specs.sort(key=lambda s: (s.rank, s.name))
+    return {s.name: s for s in specs}
 
 
 # Stable IDs: users put them in configs and they appear in drain reasons.
-REGISTRY: dict[str, CheckSpec] = {s.name: s for s in (
-    CheckSpec("peermem", "fast", "GPUDirect RDMA peer memory (nvidia_peermem or dma-buf) is available"),
-    CheckSpec("nic_link", "fast", "every fabric port present, ACTIVE/LinkUp, at the expected rate"),
-    CheckSpec("dcqcn", "fast", "RoCE congestion control (DCQCN RP/NP) enabled on the configured priorities"),
-    CheckSpec("gpu_nic_affinity", "fast", "every GPU has a fabric NIC on its own NUMA node / PCIe switch"),
-    CheckSpec("gpu_count", "fast", "the expected number of GPUs is visible on PCI"),
-    CheckSpec("pcie_link", "fast", "GPU and NIC PCIe links trained at their maximum width and speed"),
-    CheckSpec("ib_counters", "fast", "fabric port error counters below the configured limits"),
-    CheckSpec("versions", "standard", "GPU driver, NIC firmware, kernel match the pinned versions"),
-)}
-
-LEVELS = ("fast", "standard")
+REGISTRY: dict[str, CheckSpec] = _discover()
 
 
-@dataclass
+def default_checks(hook: str) -> list[str]:
+    """The checks a hook runs when the site config does not list them."""
+    return [s.name for s in REGISTRY.values() if hook in s.hooks]
+
+
 class Context:
     """What a check may use: the node's filesystem, the config, a command
-    runner (standard level only) and a per-run memo for shared probes."""
+    runner (standard level and up) and typed accessors for probes shared by
+    several checks, each computed once per run."""
 
-    fs: FsRoot
-    config: Config
-    level: str = "fast"
-    deadline: float = float("inf")          # time.monotonic() value
-    command_timeout: float = 10.0
-    memo: dict = field(default_factory=dict)
+    def __init__(self, fs: FsRoot, config: Config, level: str = "fast", deadline: float = float("inf"),
+                 command_timeout: float = 10.0, memo: dict | None = None, state_dir: str | None = None,
+                 node: str | None = None):
+        self.fs = fs
+        self.config = config
+        self.level = level
+        self.deadline = deadline          # time.monotonic() value
+        self.command_timeout = command_timeout
+        self.memo = {} if memo is None else memo
+        # Where checks keep what they must remember between runs (counter
+        # snapshots, kernel-log cursors). None: the config's hooks.state_dir.
+        self.state_dir = state_dir
+        self.node = node                  # None: $SLURMD_NODENAME or the host name
 
-    def probe(self, key: str, fn: Callable[[], object]):
-        """Compute a probe once per run (GPU list, fabric ports, ...)."""
+    def probe(self, key: str, fn: "Callable[[], object]"):
+        """Compute a probe once per run."""
         if key not in self.memo:
             self.memo[key] = fn()
         return self.memo[key]
 
+    def settings(self, check: str) -> dict:
+        """The effective `[checks.<check>]` section."""
+        return self.config["checks"][check]
+
+    # -- shared probes -------------------------------------------------------
+    def ports(self) -> list:
+        """Fabric RDMA ports (probe.rdma.Port), minus fabric.ignore."""
+        from ..probe import rdma
+
+        return self.probe("ports", lambda: rdma.list_ports(self.fs, self.config["fabric"]["ignore"]))
+
+    def pci_devices(self) -> list:
+        """Every PCI function (probe.pci.PciDevice)."""
+        from ..probe import pci
+
+        return self.probe("pci", lambda: pci.list_devices(self.fs))
+
+    def gpus(self) -> list:
+        """NVIDIA GPUs on PCI, or the driver's list where sysfs has none."""
+        from ..probe import pci
+
+        return self.probe("gpus", lambda: pci.gpus(self.fs))
+
+    def modules(self) -> set[str]:
+        """Loaded kernel modules."""
+        from ..probe import modules
+
+        return self.probe("modules", lambda: modules.loaded(self.fs))
+
+    def nvidia_smi(self):
+        """The GPUs as `nvidia-smi -q -x` reports them (probe.nvsmi.SmiReport).
+        Raises CommandError (missing, hung, failed) or SmiError (garbage); a
+        failure is remembered too, so four GPU checks never wait four times."""
+        from ..probe import nvsmi
+
+        if "nvidia_smi" not in self.memo:
+            try:
+                self.memo["nvidia_smi"] = nvsmi.query(self)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, for every caller
+                self.memo["nvidia_smi"] = exc
+        value = self.memo["nvidia_smi"]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def state_path(self, name: str) -> str:
+        """A file under the state dir for this check's memory between runs."""
+        base = self.state_dir or self.config["hooks"]["state_dir"]
+        return os.path.join(base, name)
+
+    def node_key(self) -> str:
+        """The node's name for state files; a node tree (--root other than /)
+        gets its own key, so an example tree never mixes with the real node."""
+        node = self.node
+        if not node:
+            node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+        node = node.replace("/", "_")
+        if self.fs.root != "/":
+            import hashlib
+
+            node += "-" + hashlib.sha256(self.fs.root.encode()).hexdigest()[:8]
+        return node
+
+    # -- time and commands ---------------------------------------------------
     def time_left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def run_command(self, argv: list[str]):
-        """Bounded external command; only allowed at standard level."""
+    def run_command(self, argv: list[str], timeout: float | None = None, check: bool = True):
+        """Bounded external command; not run at fast level (the prolog).
+        On a node tree (root other than /) a recorded output of the same
+        command line under /var/lib/slurmqual-recorded/ stands in for the
+        tool (see nodetree.record_output)."""
         from ..command import CommandError, run
 
-        if self.level != "standard":
+        if self.level == "fast":
             raise CommandError(f"{argv[0]}: external commands are not run at level {self.level}")
-        timeout = min(self.command_timeout, self.time_left())
-        if timeout <= 0:
+        if self.fs.root != "/":
+            recorded = recorded_output(self.fs, argv, check)
+            if recorded is not None:
+                return recorded
+        limit = min(timeout if timeout is not None else self.command_timeout, self.time_left())
+        if limit <= 0:
             raise CommandError(f"{argv[0]}: hook deadline reached, not started")
-        return run(argv, timeout)
+        return run(argv, limit, check=check)
+
+
+RECORDED_DIR = "/var/lib/slurmqual-recorded"
+
+
+def recorded_name(argv: list[str]) -> str:
+    """File name of a recorded command line: 'nvidia-smi -q -x' -> 'nvidia-smi_-q_-x'."""
+    return "_".join(a.replace("/", "%") for a in argv)
+
+
+def recorded_output(fs: FsRoot, argv: list[str], check: bool = True):
+    """A node tree's recorded output of argv: <name>.out (stdout), optional
+    <name>.rc (exit status; non-zero raises like the real failure would) and
+    <name>.hang (the tool hangs: raises a timeout). None when not recorded."""
+    from ..command import CommandError, CommandOutput
+
+    base = f"{RECORDED_DIR}/{recorded_name(argv)}"
+    if fs.exists(f"{base}.hang"):
+        raise CommandError(f"{' '.join(argv[:3])}: timed out (recorded hang)")
+    stdout = fs.read_or(f"{base}.out")
+    if stdout is None:
+        return None
+    rc = int((fs.read_or(f"{base}.rc") or "0").strip() or 0)
+    if rc and check:
+        raise CommandError(f"{' '.join(argv[:3])}: exit {rc}: {stdout.strip().splitlines()[-1:] or ['']}")
+    return CommandOutput(list(argv), rc, stdout, "", 0.0)
 
 
 def select(names: list[str] | None, level: str) -> list[CheckSpec]:
     """Checks to run: the named ones (in registry order) limited to the level.
-    `fast` runs fast checks; `standard` runs both."""
-    allowed = {"fast"} if level == "fast" else {"fast", "standard"}
+    `fast` runs fast checks; `standard` adds standard ones; `slow` runs all."""
+    allowed = set(LEVELS[:LEVELS.index(level) + 1])
     wanted = REGISTRY.keys() if names is None else names
     return [REGISTRY[n] for n in REGISTRY if n in wanted and REGISTRY[n].level in allowed]
 

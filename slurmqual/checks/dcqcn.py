@@ -5,11 +5,54 @@ from __future__ import annotations
 
 import re
 
-from ..command import CommandError
 from ..probe import rdma
 from ..result import CheckResult, Status
+from . import CheckSpec
 
 NAME = "dcqcn"
+
+
+def settings():
+    from typing import Literal
+
+    from pydantic import Field, field_validator
+
+    from ..config_schema import Strict
+
+    class DcqcnCfg(Strict):
+        priorities: list[int] = Field(default_factory=lambda: list(range(8)))
+        # Standard level: also query the firmware with mlxconfig. "auto": when the
+        # tool is installed (a missing tool is noted, not judged); true: required,
+        # a missing mlxconfig is an error; false: never.
+        mlxconfig: bool | Literal["auto"] = "auto"
+        prio_mask: int = Field(255, ge=0, le=255)
+
+        @field_validator("priorities")
+        @classmethod
+        def _prio_range(cls, v: list[int]) -> list[int]:
+            bad = [p for p in v if not 0 <= p <= 7]
+            if bad:
+                raise ValueError(f"priorities must be 0-7, got {bad}")
+            return v
+
+    return DcqcnCfg
+
+
+SPEC = CheckSpec(
+    NAME, 'fast', rank=30, settings=settings,
+    summary='RoCE congestion control (DCQCN RP/NP) enabled on the configured priorities',
+    hint='mlxconfig -d <dev> set ROCE_CC_PRIO_MASK_P1=255 ROCE_CC_PRIO_MASK_P2=255, then mlxfwreset or reboot; runtime: echo 1 > /sys/class/net/<if>/ecn/roce_{rp,np}/enable/<prio>',
+    explain="""On RoCE, DCQCN congestion control must be enabled for the traffic priorities:
+/sys/class/net/<if>/ecn/roce_rp/enable/<prio> (reaction point) and roce_np
+(notification point) read 1 for every priority in checks.dcqcn.priorities.
+At standard level slurmqual also reads the firmware setting with
+`mlxconfig -d <pci> query ROCE_CC_PRIO_MASK_P1 ROCE_CC_PRIO_MASK_P2` (expected
+checks.dcqcn.prio_mask, 255; checks.dcqcn.mlxconfig: "auto", true or false).
+A reimage that loses ROCE_CC_PRIO_MASK_P1=255 leaves a node that floods the fabric;
+switches answer with PFC pauses and every other rank waits. InfiniBand: not applicable.
+Fix: mlxconfig -d <pci> set ROCE_CC_PRIO_MASK_P1=255 ROCE_CC_PRIO_MASK_P2=255, then
+mlxfwreset or reboot.""",
+)
 
 
 def judge_sysfs(flags: dict[str, dict[str, dict[int, str]]], priorities: list[int]) -> tuple[list[str], list[str]]:
@@ -42,11 +85,12 @@ def parse_mlxconfig(text: str) -> dict[str, int]:
 
 def run(ctx) -> CheckResult:
     fs, cfg = ctx.fs, ctx.config["checks"]["dcqcn"]
-    ports = [p for p in ctx.probe("ports", lambda: rdma.list_ports(fs, ctx.config["fabric"]["ignore"]))
+    ports = [p for p in ctx.ports()
              if p.attr(fs, "link_layer") == "Ethernet"]
     if not ports:
         return CheckResult(NAME, Status.NA, "no RoCE ports (InfiniBand or no RDMA): DCQCN not applicable")
     flags: dict[str, dict[str, dict[int, str]]] = {}
+    where: dict[str, tuple[str, str]] = {}
     for port in ports:
         ifnames = rdma.netdevs(fs, port)
         if not ifnames:
@@ -54,9 +98,12 @@ def run(ctx) -> CheckResult:
                                f"{port.base}/gid_attrs/ndevs/0 nor /sys/class/infiniband/{port.device}/device/net/*)",
                                [port.name])
         for ifname in ifnames:
-            flags[ifname] = {kind: {p: fs.read(f"/sys/class/net/{ifname}/ecn/{kind}/enable/{p}").strip()
-                                    for p in cfg["priorities"]} for kind in ("roce_rp", "roce_np")}
+            label = f"{port.device} ({ifname})"      # the RDMA device and its netdev, as admins look them up
+            flags[label] = {kind: {p: fs.read(f"/sys/class/net/{ifname}/ecn/{kind}/enable/{p}").strip()
+                                   for p in cfg["priorities"]} for kind in ("roce_rp", "roce_np")}
+            where[label] = (port.pci or port.device, ifname)
     problems, devices = judge_sysfs(flags, cfg["priorities"])
+    hints = [_hint(where[d], cfg) for d in devices]
     note = ""
     if ctx.level == "standard" and cfg["mlxconfig"] is not False:
         fw_problems, fw_devices, note = _firmware(ctx, ports, cfg["prio_mask"], required=cfg["mlxconfig"] is True)
@@ -65,15 +112,27 @@ def run(ctx) -> CheckResult:
         problems += fw_problems
         devices += fw_devices
     if problems:
-        return CheckResult(NAME, Status.FAIL, "DCQCN disabled: " + "; ".join(problems), devices)
+        return CheckResult(NAME, Status.FAIL, "DCQCN disabled: " + "; ".join(problems), devices,
+                           "; ".join(hints) if hints else "")
     prios = ",".join(map(str, cfg["priorities"]))
     return CheckResult(NAME, Status.PASS, f"DCQCN rp/np enabled on prio {prios} for {len(flags)} RoCE netdevs{note}")
+
+
+def _hint(where: tuple[str, str], cfg: dict) -> str:
+    """The fix for one device, with its PCI address and netdev filled in."""
+    pci, ifname = where
+    prios = ",".join(map(str, cfg["priorities"]))
+    return (f"mlxconfig -d {pci} set ROCE_CC_PRIO_MASK_P1={cfg['prio_mask']} ROCE_CC_PRIO_MASK_P2={cfg['prio_mask']}, "
+            f"then mlxfwreset or reboot; now: for p in {prios.replace(',', ' ')}; do echo 1 > "
+            f"/sys/class/net/{ifname}/ecn/roce_rp/enable/$p; echo 1 > /sys/class/net/{ifname}/ecn/roce_np/enable/$p; done")
 
 
 def _firmware(ctx, ports, want: int, required: bool):
     """Query each PCI function's firmware setting. Returns (problems, devices, note);
     problems is None when a query failed (hung or broken mlxconfig, or a missing
     one where the site requires it)."""
+    from ..command import CommandError
+
     problems, devices = [], []
     for pci in sorted({p.pci for p in ports if p.pci}):
         try:

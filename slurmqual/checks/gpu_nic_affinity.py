@@ -5,10 +5,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..probe import pci, rdma
+from ..probe import pci
 from ..result import CheckResult, Status
+from . import CheckSpec
 
 NAME = "gpu_nic_affinity"
+
+
+def settings():
+    from ..config_schema import Strict
+
+    class AffinityCfg(Strict):
+        same_pcie_switch: bool = False
+        # Explicit GPU -> NIC pinning, GPU PCI address -> RDMA device name.
+        gpu_nic_map: dict[str, str] = {}
+
+    return AffinityCfg
+
+
+SPEC = CheckSpec(
+    NAME, 'fast', rank=40, settings=settings,
+    summary='every GPU has a fabric NIC on its own NUMA node / PCIe switch',
+    hint="compare 'nvidia-smi topo -m' with the vendor layout; fix BIOS NUMA/ACS settings or riser cabling",
+    explain="""Each GPU needs a fabric NIC on its own NUMA node (checks.gpu_nic_affinity.
+same_pcie_switch = true: under its own PCIe switch), or GPUDirect traffic crosses the
+CPU interconnect. numa_node = -1 on a multi-socket node means the firmware did not
+describe the topology. An explicit map (gpu_nic_map) pins GPU PCI address -> NIC.
+Fix: compare `nvidia-smi topo -m` with the vendor layout; BIOS NUMA/SRAT and ACS
+settings; riser and cable placement.""",
+)
 
 
 @dataclass(frozen=True)
@@ -61,10 +86,10 @@ def judge(gpus: list[Dev], nics: list[Dev], multi_socket: bool, same_switch: boo
 
 def run(ctx) -> CheckResult:
     fs, cfg = ctx.fs, ctx.config["checks"]["gpu_nic_affinity"]
-    gpu_devs = ctx.probe("gpus", lambda: pci.gpus(fs))
-    ports = ctx.probe("ports", lambda: rdma.list_ports(fs, ctx.config["fabric"]["ignore"]))
+    gpu_devs = ctx.gpus()
+    ports = ctx.ports()
     gpus = [Dev(g.bdf, pci.numa_node(fs, g.bdf), g.switch) for g in gpu_devs]
-    pcimap = {d.bdf: d for d in ctx.probe("pci", lambda: pci.list_devices(fs))}
+    pcimap = {d.bdf: d for d in ctx.pci_devices()}
     nics, seen = [], set()
     for p in ports:
         if p.device in seen or p.pci is None:

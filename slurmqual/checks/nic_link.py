@@ -7,8 +7,23 @@ from dataclasses import dataclass
 
 from ..probe import rdma
 from ..result import CheckResult, Status
+from . import CheckSpec
 
 NAME = "nic_link"
+
+SPEC = CheckSpec(
+    NAME, 'fast', rank=20,
+    summary='every fabric port present, ACTIVE/LinkUp, at the expected rate',
+    hint='check cable/transceiver and switch port; ibstat / ethtool <if>; reseat or replace, then requalify; a NIC on PCI without an RDMA device: modprobe mlx5_ib, dmesg | grep mlx5',
+    explain="""Every fabric port (RDMA device in /sys/class/infiniband) must be ACTIVE / LinkUp at
+the expected rate (fabric.rate_gbps, else the fastest port on the node), and on RoCE
+its netdev (/sys/class/net/<if>/speed) must agree. fabric.nics sets the expected count;
+when ports are missing, NIC PCI functions with no RDMA device are named (mlx5_ib not
+loaded or the device failed to probe: dmesg | grep mlx5).
+NCCL stripes traffic over all rails and runs at the pace of the slowest one: one port
+at 200G instead of 400G halves the node. Fix: ibstat / ethtool, reseat or replace the
+cable or transceiver, check the switch port, then `slurmqual requalify NODE`.""",
+)
 
 
 @dataclass
@@ -62,7 +77,7 @@ def judge(ports: list[PortView], expected_count: int | None, expected_rate: floa
 def observe(ctx) -> list[PortView]:
     fs, fabric = ctx.fs, ctx.config["fabric"]
     views = []
-    for port in ctx.probe("ports", lambda: rdma.list_ports(fs, fabric["ignore"])):
+    for port in ctx.ports():
         layer = port.attr(fs, "link_layer")
         if fabric["link_layer"] != "auto" and layer.lower() != fabric["link_layer"]:
             continue
@@ -80,13 +95,16 @@ def orphan_functions(ctx) -> list[str]:
     from ..probe import pci
 
     fs = ctx.fs
-    with_rdma = {p.pci for p in ctx.probe("ports", lambda: rdma.list_ports(fs, ctx.config["fabric"]["ignore"]))}
-    return [d.bdf for d in ctx.probe("pci", lambda: pci.list_devices(fs))
+    with_rdma = {p.pci for p in ctx.ports()}
+    return [d.bdf for d in ctx.pci_devices()
             if d.is_mellanox_nic and d.bdf not in with_rdma and not fs.isdir(f"{d.path}/infiniband")]
 
 
 def run(ctx) -> CheckResult:
     fabric = ctx.config["fabric"]
+    if not ctx.fs.isdir("/sys/class/net"):  # every Linux has it (lo): no sysfs here, so no judgement
+        return CheckResult(NAME, Status.ERROR, "no /sys/class/net under the node root: sysfs not available, "
+                           "cannot judge the fabric ports")
     ports = observe(ctx)
     orphans: list[str] = []
     if fabric["nics"] is not None and len(ports) < fabric["nics"]:

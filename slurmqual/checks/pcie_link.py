@@ -5,10 +5,34 @@ GPUs lower their link *speed* when idle to save power (an idle H100 reads
 
 from __future__ import annotations
 
-from ..probe import pci, rdma
+from ..probe import pci
 from ..result import CheckResult, Status
+from . import CheckSpec
 
 NAME = "pcie_link"
+
+
+def settings():
+    from typing import Literal
+
+    from ..config_schema import Strict
+
+    class PcieCfg(Strict):
+        on_degraded: Literal["fail", "warn"] = "fail"
+
+    return PcieCfg
+
+
+SPEC = CheckSpec(
+    NAME, 'fast', rank=60, settings=settings,
+    summary='GPU and NIC PCIe links trained at their maximum width and speed',
+    hint='link trained below max (width/speed): reseat the card or riser, check BIOS PCIe gen setting, RMA if it recurs',
+    explain="""GPU and NIC links must run at their maximum width (current_link_width vs
+max_link_width); NICs also at their maximum speed. GPU link speed is not judged:
+GPUs drop to 2.5 GT/s when idle to save power. A link trained at x8 halves host and
+GPUDirect bandwidth. checks.pcie_link.on_degraded = "warn" reports without draining.
+Fix: reseat the card or riser, check the BIOS PCIe generation, RMA if it recurs.""",
+)
 
 
 def judge(links: dict[str, tuple[str, pci.LinkState]], severity: str) -> CheckResult:
@@ -32,10 +56,10 @@ def judge(links: dict[str, tuple[str, pci.LinkState]], severity: str) -> CheckRe
 def run(ctx) -> CheckResult:
     fs = ctx.fs
     links: dict[str, tuple[str, pci.LinkState]] = {}
-    for g in ctx.probe("gpus", lambda: pci.gpus(fs)):
+    for g in ctx.gpus():
         if g.path.startswith("/sys/"):
             links[f"GPU {g.bdf}"] = ("gpu", pci.link_state(fs, g.bdf))
-    for p in ctx.probe("ports", lambda: rdma.list_ports(fs, ctx.config["fabric"]["ignore"])):
+    for p in ctx.ports():
         if p.pci and f"{p.device} {p.pci}" not in links:
             links[f"{p.device} {p.pci}"] = ("nic", pci.link_state(fs, p.pci))
     return judge(links, ctx.config["checks"]["pcie_link"]["on_degraded"])

@@ -5,10 +5,37 @@ The versions found are left in ctx.memo["versions"] for the hooks to record."""
 from __future__ import annotations
 
 from ..fsroot import FsError
-from ..probe import nvidia, rdma
+from ..probe import nvidia
 from ..result import CheckResult, Status
+from . import CheckSpec
 
 NAME = "versions"
+
+
+def settings():
+    from ..config_schema import Strict
+
+    class VersionsCfg(Strict):
+        driver: str | None = None
+        nic_fw: str | None = None
+        kernel: str | None = None
+        nccl: str | None = None
+
+    return VersionsCfg
+
+
+SPEC = CheckSpec(
+    NAME, "standard", rank=100, settings=settings,
+    summary="GPU driver, NIC firmware, kernel and host NCCL match the pinned versions",
+    hint="reimage or upgrade the node to the pinned driver/firmware/kernel/NCCL (mlxfwmanager, driver and libnccl2 packages)",
+    explain="""Records the GPU driver (/proc/driver/nvidia/version), NIC firmware
+(/sys/class/infiniband/*/fw_ver), kernel (/proc/sys/kernel/osrelease) and host NCCL
+(libnccl.so.X.Y.Z in the system library directories; absent is not a failure, as
+containers bring their own), and fails when one differs from its pin
+(checks.versions.driver, nic_fw, kernel, nccl) or the node's NICs run mixed firmware.
+`slurmqual inventory` shows the fleet and the nodes that differ from the majority.
+Fix: reimage or upgrade to the pinned set (driver package, mlxfwmanager, libnccl2).""",
+)
 
 
 def judge(found: dict[str, str | None], pins: dict[str, str | None], fw_set: set[str]) -> CheckResult:
@@ -38,7 +65,7 @@ def run(ctx) -> CheckResult:
             raise
         driver = None
     fws = {}
-    for p in ctx.probe("ports", lambda: rdma.list_ports(fs, ctx.config["fabric"]["ignore"])):
+    for p in ctx.ports():
         fws[p.device] = fs.read(f"/sys/class/infiniband/{p.device}/fw_ver").strip()
     fw_set = set(fws.values())
     found = {"driver": driver, "nic_fw": ",".join(sorted(fw_set)) or None, "kernel": nvidia.kernel_release(fs),

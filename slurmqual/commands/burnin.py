@@ -20,6 +20,7 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     a.add_argument("--partition", default=None)
     a.add_argument("--reservation", default=None)
     a.add_argument("--config", default=None)
+    a.add_argument("--dry-run", action="store_true", help="print the plan; submit nothing, write nothing")
     a = sub.add_parser("watch", help="show a run's progress until its analysis ends")
     a.add_argument("run")
     a.add_argument("--config", default=None)
@@ -33,6 +34,10 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     a.add_argument("--config", default=None)
     a = sub.add_parser("task", help="(inside the job array) run this task's tests")
     a.add_argument("run")
+    a.add_argument("--config", default=None)
+    a = sub.add_parser("accept-baseline", help="accept nodes' latest burn-in level as their new baseline")
+    a.add_argument("nodes", help="hostlist")
+    a.add_argument("--test", default=None, help="only this test (all_reduce) or key (all_reduce:pair)")
     a.add_argument("--config", default=None)
     a = sub.add_parser("report", help="self-contained HTML report of a run")
     a.add_argument("run")
@@ -58,7 +63,8 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         config = load(args.config)
-        return {"submit": _submit, "watch": _watch, "analyze": _analyze, "task": _task}[args.action](args, config)
+        return {"submit": _submit, "watch": _watch, "analyze": _analyze, "task": _task,
+                "accept-baseline": _accept}[args.action](args, config)
     except (ConfigError, SlurmError, BurninError, StoreError) as exc:
         return _err(str(exc))
 
@@ -66,11 +72,12 @@ def main(args: argparse.Namespace) -> int:
 def _parse(args) -> int:
     from ..burnin.parse import parse
 
-    try:
-        with open(args.file, errors="replace") as fh:
-            result = parse(fh.read())
+    from ..fsroot import read_regular
+
+    try:  # a regular file only, bounded: a FIFO would hang, /dev/zero never ends
+        result = parse(read_regular(args.file, 256 << 20).decode("utf-8", "replace"))
     except OSError as exc:
-        return _err(f"{args.file}: {exc.strerror}")
+        return _err(f"{args.file}: {exc.strerror or exc}")
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
@@ -91,9 +98,18 @@ def _submit(args, config) -> int:
         nodes = expand(args.nodes)
     else:
         nodes = [n.name for n in adapter.node_info() if not n.drained and not n.hands_off]
+    if args.dry_run:
+        from ..burnin.runner import submission
+
+        plan = submission(config, nodes, args.partition, args.reservation)
+        print(f"dry run: {len(nodes)} nodes in {len(plan['groups'])} group(s); nothing submitted or written")
+        for i, (group, argv) in enumerate(zip(plan["groups"], plan["task_sbatch"])):
+            print(f"  task {i}: {','.join(group)}\n    sbatch {' '.join(argv)}")
+        print(f"  analysis after all tasks: sbatch {' '.join(plan['analysis_sbatch'])}")
+        return 0
     out = submit(config, adapter, nodes, args.partition, args.reservation)
     print(f"run {out['run_id']}: {len(nodes)} nodes in {out['groups']} group(s)")
-    print(f"array job {out['array_job']}, analysis job {out['analysis_job']}")
+    print(f"task jobs {','.join(out['task_jobs'])} (one per group, pinned), analysis job {out['analysis_job']}")
     print(f"run dir {out['run_dir']}")
     return 0
 
@@ -120,8 +136,11 @@ def _watch(args, config) -> int:
     adapter = get_adapter(config)
     end = time.monotonic() + args.timeout if args.timeout else None
     while True:
-        states = adapter.job_states([jobs["array"], jobs["analysis"]])
-        tasks = {k: v for k, v in states.items() if k.startswith(f"{jobs['array']}_") or k == jobs["array"]}
+        from ..burnin.runner import task_jobs
+
+        ids = task_jobs(jobs)
+        states = adapter.job_states([*ids, jobs["analysis"]])
+        tasks = {k: v for k, v in states.items() if k != jobs["analysis"]}
         done = sum(1 for v in tasks.values() if v in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"))
         running = sum(1 for v in tasks.values() if v == "RUNNING")
         results = glob.glob(os.path.join(run_dir, "results", "task-*.json"))
@@ -151,15 +170,20 @@ def _watch(args, config) -> int:
 
 
 def _summary(a: dict) -> str:
+    from ..burnin.analyze import median_for
+
     counts: dict[str, int] = {}
     for v in a["nodes"].values():
         counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
-    med = ", ".join(f"{k} {v:.1f}" for k, v in a["median"].items())
+    noise = a.get("noise") or {}
+    med = ", ".join(f"{k} {v:.1f}" + (f" (noise {noise[k]:.1%})" if k in noise else "") for k, v in a["median"].items())
     lines = [f"median: {med or '-'}; threshold {a['threshold']:.0%}; " +
              " ".join(f"{k}={v}" for k, v in sorted(counts.items()))]
     for n, v in sorted(a["nodes"].items()):
         if v["verdict"] != "pass":
-            lines.append(f"  {n}: {v['verdict']} score {v['score']}")
+            key, m = median_for(a, n)
+            vs = f" = {v['score'] / m:.0%} of the {key} median" if v["score"] is not None and m else ""
+            lines.append(f"  {n}: {v['verdict']} score {v['score']}{vs}")
     for link in a["suspect_links"]:
         lines.append(f"  suspect link {link[0]} <-> {link[1]} (drains nothing)")
     if a["guard_tripped"]:
@@ -171,8 +195,37 @@ def _summary(a: dict) -> str:
         lines.append(f"  FLEET-WIDE SLOWDOWN: {len(a['below_baseline'])} nodes more than 10% below their own "
                      "baselines; baselines not updated: suspect the fabric, a driver/NCCL change or a bug")
     for n, b in sorted(a.get("below_baseline", {}).items()):
-        lines.append(f"  {n}: {b['score']} GB/s, more than 10% below its baseline {b['baseline']}")
+        lines.append(f"  {n}: {b['score']} GB/s, more than 10% below its baseline {b['baseline']}"
+                     + (f" ({b['key']}); keeps it until `slurmqual burnin accept-baseline {n}`" if b.get("key") else ""))
+    for t in a.get("incomplete_tasks", []):
+        lines.append(f"  task {t} did not finish: its untested nodes are reported untested")
+    if a.get("retest_plan"):
+        lines.append(f"  retest plan: {len(a['retest_plan'])} round(s): " +
+                     "; ".join(" ".join(f"{x}+{y}" for x, y in rnd) for rnd in a["retest_plan"]))
     return "\n".join(lines)
+
+
+def _accept(args, config) -> int:
+    from ..burnin.store import open_store
+    from ..slurm import expand
+
+    nodes = expand(args.nodes)
+    store = open_store(config["store"]["path"], create=False)
+    try:
+        done = store.accept_baseline(nodes, args.test, who=os.environ.get("SUDO_USER") or os.environ.get("USER") or "admin")
+    finally:
+        store.close()
+    rc = 0
+    for d in done:
+        if d["accepted"]:
+            print(f"{d['node']}: {d['key']} baseline {d['old']} -> {d['new']} GB/s (recorded in history)")
+        else:
+            rc = 1
+            print(f"{d['node']}: {d['key'] or '-'}: not accepted: {d['why']}")
+    if not done:
+        print(f"no burn-in score to accept for {args.nodes}" + (f" (test {args.test})" if args.test else ""))
+        return 1
+    return rc
 
 
 def _analyze(args, config) -> int:
@@ -193,10 +246,35 @@ def _analyze(args, config) -> int:
         run_dir = _run_dir(config, args.run)
         plan, raw, versions = runner.load_run(run_dir)
         scope, run_id, when = plan["scope"], plan["run_id"], plan["time"]
-    analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config))
+    if not args.dry_run:
+        # Before the first side effect (a drain): the store must be usable (created or
+        # migrated, not corrupted, not newer than us), so a run never drains and then
+        # fails to be recorded. The inputs were checked in full when loaded.
+        from ..burnin.store import open_store
+
+        open_store(config["store"]["path"]).close()
+    requalify = bool(run_dir and plan.get("rounds"))
+    if requalify:
+        # A few swapped nodes and their references are no fleet: judge them
+        # against the medians of the last full run (or, without one, each other).
+        from ..burnin.analyze import Measurement, analyze
+        from ..burnin.store import existing
+
+        with existing(config["store"]["path"]) as store:
+            level = store.fleet_medians() if store else {}
+        # requalify pairs each swapped node with reference nodes: (swapped, reference)
+        refs = {pair[1] for rnd in plan["rounds"] for pair in rnd} - {pair[0] for rnd in plan["rounds"] for pair in rnd}
+        analysis = analyze([Measurement.from_dict(d) for d in raw], scope, runner.params(config["burnin"]),
+                           runner.baselines_from_store(config), fleet_level=level, trusted=refs)
+        analysis.run_kind = "requalify"
+        if not level:
+            analysis.problems.append("requalify without an earlier full burn-in: nodes judged against each other")
+    else:
+        analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config))
     if run_dir:
+        analysis.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
         analysis.problems += [f"task {t} did not finish: its untested nodes are reported untested"
-                              for t in runner.incomplete_tasks(run_dir)]
+                              for t in analysis.incomplete_tasks]
     if not args.dry_run:
         from ..slurm import get_adapter
 
@@ -204,28 +282,22 @@ def _analyze(args, config) -> int:
         analysis.drain = drained
         runner.record(config, run_id, when, scope or sorted(analysis.nodes), raw, analysis,
                       runner.with_host_versions(config, versions))
-        if config["hooks"]["metrics_dir"]:
-            from ..metrics import write_burnin_metrics
-
-            write_burnin_metrics(config["hooks"]["metrics_dir"], analysis.to_dict(), time.time())
     if run_dir:
         write_text(os.path.join(run_dir, "analysis.json"), json.dumps(analysis.to_dict()))
+    if not args.dry_run and config["hooks"]["metrics_dir"]:
+        from ..metrics import write_burnin_metrics
+
+        try:  # after analysis.json: metrics are nice to have, the analysis is not
+            # A requalify run (explicit rounds) judges a few nodes: it never rewrites the fleet median.
+            write_burnin_metrics(config["hooks"]["metrics_dir"], analysis.to_dict(), time.time(),
+                                 fleet=not (run_dir and plan.get("rounds")))
+        except Exception as exc:  # noqa: BLE001
+            print(f"slurmqual: could not write metrics: {exc}", file=sys.stderr)
     print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
     return 3 if analysis.guard_tripped or analysis.fleet_slowdown else 0
 
 
 def _task(args, config) -> int:
-    from ..burnin.task import run_task, write_result
-    from ..slurm import expand
+    from ..burnin.task import run_in_job
 
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
-    if not nodelist:
-        return _err("burnin task runs inside a Slurm job (no SLURM_JOB_NODELIST)")
-    task_id = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
-    run_dir = _run_dir(config, args.run)
-    result = run_task(run_dir, task_id, expand(nodelist), config["burnin"],
-                      checkpoint=lambda partial: write_result(run_dir, partial))
-    path = write_result(run_dir, result)
-    bad = sum(1 for m in result["measurements"] if not m["ok"])
-    print(f"task {task_id}: {len(result['measurements'])} tests ({bad} test errors) -> {path}")
-    return 0
+    return run_in_job(_run_dir(config, args.run), config["burnin"])

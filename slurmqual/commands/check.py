@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -11,10 +9,11 @@ import time
 from ..result import CheckResult, Status, exit_code, worst
 
 
-def register(p: argparse.ArgumentParser, _name: str) -> None:
+def register(p: "argparse.ArgumentParser", _name: str) -> None:
     p.add_argument("--root", default=None, help="treat DIR as / (node trees, containers); default from config or /")
     p.add_argument("--config", default=None, help="site config TOML (default $SLURMQUAL_CONFIG or /etc/slurmqual/config.toml)")
-    p.add_argument("--level", choices=("fast", "standard"), default="fast")
+    p.add_argument("--level", choices=("fast", "standard", "slow"), default="fast",
+                   help="fast: sysfs/procfs only (prolog); standard: also bounded tools; slow: also long diagnostics (dcgm)")
     p.add_argument("--only", default=None, help="comma-separated check IDs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--node", default=None, help="node name to report (default $SLURMD_NODENAME or hostname)")
@@ -29,7 +28,8 @@ def node_name(explicit: str | None = None) -> str:
     return os.uname().nodename.split(".")[0]
 
 
-def evaluate_with_context(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf")):
+def evaluate_with_context(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf"),
+                          node: str | None = None):
     """Run the selected checks against a node root; the shared core of `check`
     and the hooks. Returns the results and the context (its memo carries the
     versions found and any check tracebacks)."""
@@ -37,12 +37,16 @@ def evaluate_with_context(root: str, config, level: str, names: list[str] | None
     from ..fsroot import FsRoot
 
     ctx = Context(FsRoot(root), config, level=level, deadline=deadline,
-                  command_timeout=config["hooks"]["command_timeout_s"])
+                  command_timeout=config["hooks"]["command_timeout_s"], node=node)
+    if not os.path.isdir(root):  # e.g. a test cluster's per-node root that is gone: cannot judge, never fail
+        return [CheckResult(s.name, Status.ERROR, f"node root {root} is not a directory: cannot judge")
+                for s in select(names, level)], ctx
     return run_checks(select(names, level), ctx), ctx
 
 
-def evaluate(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf")) -> list[CheckResult]:
-    return evaluate_with_context(root, config, level, names, deadline)[0]
+def evaluate(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf"),
+             node: str | None = None) -> list[CheckResult]:
+    return evaluate_with_context(root, config, level, names, deadline, node)[0]
 
 
 def render_human(node: str, results: list[CheckResult], colour: bool) -> str:
@@ -61,7 +65,7 @@ def render_human(node: str, results: list[CheckResult], colour: bool) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: "argparse.Namespace") -> int:
     from ..checks import REGISTRY
     from . import load_config
 
@@ -81,9 +85,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"slurmqual: --root {root}: not a directory", file=sys.stderr)
         return 2
     deadline = time.monotonic() + config["hooks"]["deadline_s"]
-    results = evaluate(root, config, args.level, names, deadline)
+    results = evaluate(root, config, args.level, names, deadline, node)
     status = worst(results)
     if args.json:
+        import json
+
         print(json.dumps({"node": node, "status": status.value, "checks": [r.to_dict() for r in results]}))
     else:
         print(render_human(node, results, sys.stdout.isatty() and not os.environ.get("NO_COLOR")))

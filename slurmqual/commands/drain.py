@@ -20,15 +20,17 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load
+    from ..names import BadNodeName, check_all
     from ..slurm import SlurmError, expand, get_adapter
     from ..slurm import reason as reasons
+    from ..policy import may_drain, may_resume
 
     try:
         config = load(args.config)
         adapter = get_adapter(config)
-        names = expand(args.hostlist)
+        names = check_all(expand(args.hostlist))  # one name per node, as scontrol will read it
         info = {n.name: n for n in adapter.node_info(args.hostlist)}
-    except (ConfigError, SlurmError) as exc:
+    except (ConfigError, SlurmError, BadNodeName) as exc:
         print(f"slurmqual: {exc}", file=sys.stderr)
         return 2
     unknown = [n for n in names if n not in info]
@@ -40,10 +42,13 @@ def main(args: argparse.Namespace) -> int:
         reason = reasons.make(args.check, args.reason)
         todo = []
         for n in names:
-            if info[n].drained and not reasons.is_ours(info[n].reason):
-                print(f"{n}: already drained by someone else ({info[n].reason!r}); left alone")
+            decision = may_drain(info[n], reason, "admin")  # the shared rules (slurmqual/policy.py)
+            if decision.noop:
+                print(f"{n}: {decision.why}")
+            elif not decision and info[n].drained:  # someone else's drain: never replaced
+                print(f"{n}: {decision.why}")
                 rc = 1
-            else:
+            else:  # an admin may also drain a node Slurm is handling (down, maintenance)
                 todo.append(n)
         if todo:
             try:
@@ -56,14 +61,14 @@ def main(args: argparse.Namespace) -> int:
         return rc
     todo = []
     for n in names:
-        i = info[n]
-        if not i.drained:
-            print(f"{n}: not drained ({i.state}); nothing to do")
-        elif not reasons.is_ours(i.reason) and not args.force:
-            print(f"{n}: drained by someone else ({i.reason!r}); use --force to resume anyway")
-            rc = 1
-        else:
+        decision = may_resume(info[n], "admin", force=args.force)
+        if decision:
             todo.append(n)
+        elif decision.noop:
+            print(f"{n}: {decision.why}; nothing to do")
+        else:
+            print(f"{n}: {decision.why}; use --force to resume anyway")
+            rc = 1
     if todo:
         try:
             adapter.resume(todo)

@@ -12,7 +12,6 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..checks import REGISTRY
-    from ..hints import EXPLAIN, HINTS
 
     if not args.check:
         for spec in REGISTRY.values():
@@ -23,6 +22,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"slurmqual: unknown check {args.check!r}; known: {', '.join(REGISTRY)}", file=sys.stderr)
         return 2
     print(f"{spec.name} ({spec.level} level): {spec.summary}\n")
-    print(EXPLAIN.get(spec.name, ""))
-    print(f"\nHint shown on failure: {HINTS.get(spec.name, '')}")
+    print(spec.explain)
+    print(f"\nHint shown on failure: {spec.hint}")
     return 0

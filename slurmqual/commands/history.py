@@ -1,5 +1,9 @@
-"""`slurmqual history NODE`: burn-ins, scores, baselines, drains, resumes and
-version changes of one node, newest first."""
+"""`slurmqual history NODE`: burn-ins, scores, baselines, drains, resumes,
+guard holds, requalify events and version changes of one node, newest first.
+
+Hooks and requalify spool their events under the state dir (slurmqual/events.py);
+history moves them into the store first, so it tells the whole story.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +20,23 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from .. import events as spool
     from ..burnin.store import StoreError, open_store
     from ..config import ConfigError, load
 
     try:
         config = load(args.config)
-        store = open_store(config["store"]["path"], create=False)
+        state_dir = config["hooks"]["state_dir"]
+        # Spooled hook events alone are a story worth a store (a cluster before its first burn-in).
+        store = open_store(config["store"]["path"], create=bool(spool.pending(state_dir)))
     except (ConfigError, StoreError) as exc:
         print(f"slurmqual: {exc}", file=sys.stderr)
         return 2
     try:
+        try:
+            spool.ingest(store, state_dir)
+        except (StoreError, OSError) as exc:  # the store's own history still answers
+            print(f"slurmqual: warning: could not ingest spooled events: {exc}", file=sys.stderr)
         events = store.node_history(args.node)
         baseline = store.baselines([args.node]).get(args.node)
     finally:

@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
         log_dir = os.path.join(config["hooks"]["state_dir"], "requalify")
         os.makedirs(log_dir, exist_ok=True)
         log = open(os.path.join(log_dir, f"requalify-{os.getpid()}.log"), "a")
-        argv = [sys.executable, "-m", "slurmqual", "requalify", args.hostlist, "--reference", str(args.reference)]
+        argv = [sys.executable, "-P", "-m", "slurmqual", "requalify", args.hostlist, "--reference", str(args.reference)]
         if config.path:
             argv += ["--config", config.path]
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

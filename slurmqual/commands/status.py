@@ -1,15 +1,15 @@
 """`slurmqual status`: one row per node: Slurm state and reason, qualification
 state, last burn-in, score vs fleet median and own baseline, failing checks.
 
-Everything is gathered in bulk (one sinfo call, one store query per table,
-one pass over the state dir) so it answers for thousands of nodes at once.
+Everything is gathered in bulk (one sinfo call, one store walk over the runs
+newest first, one pass over the state dir) so it answers for thousands of
+nodes with a year of daily runs in well under a second (bench/bench_status.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -19,31 +19,43 @@ from ..qualification import STATES, NodeFacts, judge, ratio
 def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("hostlist", nargs="?", default=None, help="nodes to show (Slurm hostlist), default all")
     p.add_argument("--state", choices=STATES, default=None, help="only nodes in this qualification state")
+    p.add_argument("--slurm-state", default=None, metavar="WORD",
+                   help="only nodes whose Slurm state has this word, e.g. idle, drain, down, not_responding")
+    p.add_argument("--summary", action="store_true", help="counts only (and the hook-drain guard), no table")
     p.add_argument("--config", default=None)
     p.add_argument("--json", action="store_true")
 
 
 def read_state_files(state_dir: str, names: set[str] | None) -> dict[str, dict]:
-    """Last hook result per node; unreadable files are skipped (status must answer)."""
+    """Last hook results per node (nodestate.py's format, read raw: 4,096 files
+    must take milliseconds); unreadable files are skipped (status must answer)."""
+    import os
+
+    from ..nodestate import nodes_dir
+
     out: dict[str, dict] = {}
-    nodes_dir = os.path.join(state_dir, "nodes")
+    d = nodes_dir(state_dir)
     try:
-        entries = os.listdir(nodes_dir)
+        entries = os.listdir(d)
     except OSError:
         return out
     for entry in entries:
-        node = entry[:-5] if entry.endswith(".json") else None
+        node = entry[:-5] if entry.endswith(".json") and not entry.startswith(".") else None
         if node is None or (names is not None and node not in names):
             continue
         try:
-            with open(os.path.join(nodes_dir, entry), encoding="utf-8") as fh:
-                out[node] = json.load(fh)
+            with open(os.path.join(d, entry), encoding="utf-8") as fh:
+                data = json.load(fh)
         except (OSError, ValueError):
             continue
+        if isinstance(data, dict) and isinstance(data.get("checks"), list):
+            out[node] = data
     return out
 
 
 def pending_nodes(state_dir: str) -> set[str]:
+    import os
+
     try:
         return {e[:-5] for e in os.listdir(os.path.join(state_dir, "requalify")) if e.endswith(".json")}
     except OSError:
@@ -92,22 +104,45 @@ def summary(table: list[dict]) -> dict[str, int]:
     return counts
 
 
-def render(table: list[dict], counts: dict[str, int]) -> str:
+def slurm_state_matches(row: dict, word: str) -> bool:
+    return word.lower() in row["slurm_state"].split("+")
+
+
+def guard_lines(guard: dict | None) -> list[str]:
+    if not guard or not guard.get("tripped"):
+        return []
+    held = guard["held"]
+    return [f"CRITICAL: hook-drain guard tripped: {len(guard['recent_drains'])} hook drains within "
+            f"{guard['window_s']:g}s (limit {guard['limit']} of {guard['fleet']} nodes); {len(held)} drains held: "
+            f"{','.join(held[:20])}{' ...' if len(held) > 20 else ''}",
+            "  held because: " + "; ".join(sorted(set(guard["held_reasons"].values())))[:300],
+            "  suspect a shared config or a fleet-wide fault; fix it and the guard clears itself "
+            "(or remove <state_dir>/guard)"]
+
+
+def render(table: list[dict], counts: dict[str, int], guard: dict | None = None, summary_only: bool = False) -> str:
     def pct(x):
         return "-" if x is None else f"{x:.0%}"
 
     def when(t):
         return "-" if t is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
-    lines = [f"{'NODE':<16} {'SLURM':<16} {'QUAL':<10} {'BURN-IN':<16} {'SCORE':>7} {'/MED':>5} {'/BASE':>5}  FAILING / REASON"]
-    for r in table:
-        score = "-" if r["score"] is None else f"{r['score']:.1f}"
-        tail = ",".join(r["failing_checks"])
-        if r["reason"]:
-            tail = f"{tail} {r['reason']}".strip()
-        lines.append(f"{r['node']:<16} {r['slurm_state']:<16} {r['qualification']:<10} {when(r['last_burnin']):<16} "
-                     f"{score:>7} {pct(r['vs_median']):>5} {pct(r['vs_baseline']):>5}  {tail}")
+    lines = []
+    if not summary_only:
+        wn = max([4] + [len(r["node"]) for r in table])
+        ws = max([5] + [len(r["slurm_state"]) for r in table])
+        lines.append(f"{'NODE':<{wn}} {'SLURM':<{ws}} {'QUAL':<9} {'BURN-IN':<16} {'SCORE':>7} {'/MED':>5} "
+                     f"{'/BASE':>5}  FAILING / REASON")
+        for r in table:
+            score = "-" if r["score"] is None else f"{r['score']:.1f}"
+            tail = ",".join(r["failing_checks"])
+            if r["reason"]:
+                tail = f"{tail} {r['reason']}".strip()
+            lines.append(f"{r['node']:<{wn}} {r['slurm_state']:<{ws}} {r['qualification']:<9} "
+                         f"{when(r['last_burnin']):<16} {score:>7} {pct(r['vs_median']):>5} "
+                         f"{pct(r['vs_baseline']):>5}  {tail}")
     lines.append(" ".join(f"{k}={v}" for k, v in counts.items()) + f" total={len(table)}")
+    lines += guard_lines(guard)
     return "\n".join(lines)
 
 
@@ -116,10 +151,14 @@ def _burnin_facts(config, names: list[str]) -> dict[str, dict]:
     from ..burnin.store import existing
 
     with existing(config["store"]["path"]) as store:
-        return store.last_burnin(names) if store else {}
+        if store is None:
+            return {}
+        walk = getattr(store, "last_burnin_walk", None)  # SQLite: runs newest first, stops early
+        return walk(names) if walk else store.last_verdicts(names)
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..policy import HookGuard
     from ..slurm import SlurmError, get_adapter
     from . import load_config
 
@@ -131,16 +170,31 @@ def main(args: argparse.Namespace) -> int:
     except SlurmError as exc:
         print(f"slurmqual: {exc}", file=sys.stderr)
         return 2
+    if args.slurm_state:
+        nodes = [n for n in nodes if args.slurm_state.lower() in [n.state, *(f.lower() for f in n.flags)]]
     names = [n.name for n in nodes]
     state_dir = config["hooks"]["state_dir"]
-    facts = gather(nodes, read_state_files(state_dir, set(names)), pending_nodes(state_dir),
-                   _burnin_facts(config, names))
+    from ..burnin.store import StoreError
+
+    store_error = None
+    try:
+        burnin_facts = _burnin_facts(config, names)
+    except StoreError as exc:  # say so: never show a broken store as "no burn-in yet"
+        store_error, burnin_facts = str(exc), {}
+        print(f"slurmqual: burn-in store unusable, burn-in columns left empty: {exc}", file=sys.stderr)
+    facts = gather(nodes, read_state_files(state_dir, set(names)), pending_nodes(state_dir), burnin_facts)
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
     if args.state:
         table = [r for r in table if r["qualification"] == args.state]
     counts = summary(table)
+    guard = HookGuard.from_config(config).status()
     if args.json:
-        print(json.dumps({"nodes": table, "summary": counts}))
+        out = {"summary": counts, "total": len(table), "guard": guard}
+        if store_error:
+            out["store_error"] = store_error
+        if not args.summary:
+            out["nodes"] = table
+        print(json.dumps(out))
     else:
-        print(render(table, counts))
-    return 0
+        print(render(table, counts, guard, args.summary))
+    return 1 if store_error else 0

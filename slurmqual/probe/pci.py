@@ -105,3 +105,67 @@ def link_state(fs: FsRoot, bdf: str) -> LinkState:
         fs.read_int(f"{base}/current_link_width", 10), fs.read_int(f"{base}/max_link_width", 10),
         _gts(fs, f"{base}/current_link_speed"), _gts(fs, f"{base}/max_link_speed"),
     )
+
+
+AER_KINDS = ("fatal", "nonfatal", "correctable")
+
+
+@dataclass(frozen=True)
+class AerCounts:
+    """One device's AER statistics since boot: kind -> {error name: count},
+    plus the kernel's TOTAL_ERR_* line per kind."""
+
+    counts: dict[str, dict[str, int]]
+    totals: dict[str, int]
+
+    def named(self, kind: str) -> str:
+        """'CmpltTO 2, UnsupReq 1': the non-zero error names of one kind."""
+        return ", ".join(f"{k} {v}" for k, v in self.counts[kind].items() if v)
+
+
+def parse_aer(text: str, path: str) -> tuple[dict[str, int], int]:
+    """An aer_dev_{fatal,nonfatal,correctable} file, as drivers/pci/pcie/aer.c
+    writes it: one 'Name count' line per error bit, then 'TOTAL_ERR_<KIND> n'.
+    The bit names grow with the kernel (6.x added TLPBlockedErr, ...), so any
+    name is accepted; the total is required."""
+    counts: dict[str, int] = {}
+    total = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise FsError(path, f"expected 'Name count' lines, found {line[:60]!r}")
+        if parts[0].startswith("TOTAL_ERR_"):
+            total = int(parts[1])
+        else:
+            counts[parts[0]] = int(parts[1])
+    if total is None:
+        raise FsError(path, "no TOTAL_ERR_* line (truncated AER statistics)")
+    return counts, total
+
+
+def aer(fs: FsRoot, bdf: str) -> AerCounts | None:
+    """AER statistics of one function; None when it has none (no AER
+    capability, or AER handled by firmware: the files are then absent)."""
+    base = f"/sys/bus/pci/devices/{bdf}"
+    counts, totals = {}, {}
+    for kind in AER_KINDS:
+        path = f"{base}/aer_dev_{kind}"
+        try:
+            text = fs.read(path)
+        except FsError as exc:
+            if exc.reason == "missing":
+                return None
+            raise
+        counts[kind], totals[kind] = parse_aer(text, path)
+    return AerCounts(counts, totals)
+
+
+def uptime_s(fs: FsRoot) -> float:
+    """Seconds since boot, from /proc/uptime ('12345.67 98765.43')."""
+    text = fs.read("/proc/uptime")
+    try:
+        return float(text.split()[0])
+    except (IndexError, ValueError):
+        raise FsError("/proc/uptime", f"expected '<seconds> <idle seconds>', found {text[:40]!r}") from None

@@ -27,7 +27,11 @@ class NodeInfo:
         """States an admin or Slurm is handling: never resume or re-reason these."""
         busy = {"MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_DOWN", "POWERED_DOWN",
                 "POWER_DOWN", "POWERING_UP", "RESERVED_MAINT"}
-        return self.state in ("down", "future", "unknown") or bool(busy & set(self.flags))
+        from .schema.nodes import FLAGS
+
+        # A flag newer than slurmqual (a later Slurm) may mean anything: hands off.
+        unknown = set(self.flags) - FLAGS
+        return self.state in ("down", "future", "unknown") or bool(busy & set(self.flags)) or bool(unknown)
 
 
 class SlurmAdapter:

@@ -1,20 +1,41 @@
-"""Slurm adapter over its own CLI: sinfo/squeue --json where they exist
-(22.05 has no `scontrol --json`), scontrol for changes. Every call runs
-without a shell, under a timeout, with bounded retries while slurmctld is
-briefly unreachable."""
+"""Slurm adapter over its own CLI (always the cluster's own version).
+
+Reads pick their format by the installed Slurm (`scontrol -V`, cached): one
+node via `scontrol show node --oneliner` (every version), all nodes via
+`sinfo --json` on 22.05 and `scontrol show nodes --json` from 23.02 (23.02+
+`sinfo --json` groups nodes by state and loses per-node reasons), jobs via
+`squeue --json` (its own `meta` names the format). Decoding lives in
+slurm/schema.
+
+Every call runs without a shell, under a timeout. Reads retry (tenacity)
+while slurmctld is briefly unreachable. Creations (sbatch, scontrol create
+reservation) never blindly repeat: each carries a unique mark (a job comment,
+the reservation's name), and after an ambiguous failure we look for it
+before trying again, so a slow slurmctld cannot make two.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
+import time
+import uuid
 
 from ..command import CommandError, run
-from .adapter import NodeInfo, SlurmAdapter, SlurmError, expand
+from .adapter import NodeInfo, SlurmAdapter, SlurmError, compress, expand
+from .schema import FormatError, SlurmVersion, decode_jobs, decode_nodes, parse_node_oneliner, parse_version
 
+# Errors that mean slurmctld was not reached or did not answer in time.
 _TRANSIENT = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
               "Zero Bytes were transmitted", "timed out after", "Slurm backup controller in standby")
+# Of those, the ones after which a creation may or may not have happened.
+_AMBIGUOUS = ("Socket timed out", "Zero Bytes were transmitted", "timed out after")
+SUBMIT_MARK = "slurmqual-submit-"
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, CommandError) and any(t in str(exc) for t in _TRANSIENT)
 
 
 class CliAdapter(SlurmAdapter):
@@ -26,61 +47,112 @@ class CliAdapter(SlurmAdapter):
         self.retries = retries
         self.env = env
         self.calls: list[list[str]] = []   # for tests and audits
+        self._version: SlurmVersion | None = None
 
     def _bin(self, name: str) -> str:
         if self.bin_dir:
             return os.path.join(self.bin_dir, name)
         return shutil.which(name) or f"/usr/bin/{name}"
 
-    def _run(self, name: str, *args: str) -> str:
-        from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
-
-        argv = [self._bin(name), *args]
+    def _env(self) -> dict:
         env = self.env
         if env is None:
-            # SLURM_JWT would switch the CLI to JWT auth; an empty SLURM_CONF breaks it.
-            env = {k: v for k, v in os.environ.items() if k != "SLURM_JWT" and not (k == "SLURM_CONF" and not v)}
+            # SLURM_JWT would switch the CLI to JWT auth; an empty SLURM_CONF breaks it;
+            # SLURMRESTD_TOKEN is the REST adapter's secret and no business of the CLI.
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("SLURM_JWT", "SLURMRESTD_TOKEN") and not (k == "SLURM_CONF" and not v)}
+        env = dict(env, SLURM_TIME_FORMAT="standard")   # one shape for reason stamps
         if self.slurm_conf:
-            env = dict(env, SLURM_CONF=self.slurm_conf)
+            env["SLURM_CONF"] = self.slurm_conf
+        return env
 
-        def transient(exc: BaseException) -> bool:
-            return isinstance(exc, CommandError) and any(t in str(exc) for t in _TRANSIENT)
+    def _once(self, name: str, *args: str) -> str:
+        argv = [self._bin(name), *args]
+        self.calls.append(argv)
+        return run(argv, self.timeout, env=self._env()).stdout
 
-        @retry(retry=retry_if_exception(transient), stop=stop_after_attempt(self.retries),
+    def _run(self, name: str, *args: str) -> str:
+        """A call that is safe to repeat: retried boundedly on transient errors."""
+        from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+        @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(self.retries),
                wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
         def attempt() -> str:
-            self.calls.append(argv)
-            return run(argv, self.timeout, env=env).stdout
+            return self._once(name, *args)
 
         try:
             return attempt()
         except CommandError as exc:
             raise SlurmError(str(exc)) from None
 
+    def _create(self, what: str, name: str, args: tuple[str, ...], find):
+        """Run a creating command at most once per proof that it did not
+        happen: after a transient failure, `find()` (a read, retried) looks
+        for the mark; found -> that is the result; an ambiguous failure
+        (timeout: slurmctld may still be working on it) looks again for a
+        while before one more try. Never more than `retries` tries."""
+        last: CommandError | None = None
+        for attempt in range(self.retries):
+            if attempt:
+                found = self._find_for(find, ambiguous=any(t in str(last) for t in _AMBIGUOUS))
+                if found is not None:
+                    return found
+                time.sleep(min(2.0, 0.2 * 2 ** attempt))
+            try:
+                return self._once(name, *args)
+            except CommandError as exc:
+                if not _transient(exc):
+                    raise SlurmError(str(exc)) from None
+                last = exc
+        found = self._find_for(find, ambiguous=any(t in str(last) for t in _AMBIGUOUS))
+        if found is not None:
+            return found
+        raise SlurmError(f"{what}: {last}; not found afterwards, so not created") from None
+
+    def _find_for(self, find, ambiguous: bool):
+        deadline = time.monotonic() + (min(self.timeout, 10.0) if ambiguous else 0)
+        while True:
+            try:
+                found = find()
+            except SlurmError:
+                found = None
+            if found is not None or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.5)
+
     # -- reads -------------------------------------------------------------
+    @property
+    def version(self) -> SlurmVersion:
+        """The installed Slurm (scontrol -V; no controller needed), once per adapter."""
+        if self._version is None:
+            self._version = parse_version(self._run("scontrol", "-V"))
+        return self._version
+
     def node_info(self, hostlist: str | None = None) -> list[NodeInfo]:
         names = expand(hostlist) if hostlist else []
         if len(names) == 1:
-            # One node (the hooks' case): a small RPC instead of the whole cluster's sinfo.
-            text = self._run("scontrol", "show", "node", names[0], "--oneliner")
-            return parse_scontrol_node(text)
-        text = self._run("sinfo", "--json")
-        nodes = parse_sinfo_json(text)
+            # One node (the hooks' case): a small RPC, a format every version shares.
+            return parse_node_oneliner(self._run("scontrol", "show", "node", names[0], "--oneliner"))
+        version = self.version
+        if version.cli_generation() <= 38:   # 22.05: no scontrol --json
+            source, text = "sinfo --json", self._run("sinfo", "--json")
+        else:
+            source, text = "scontrol show nodes --json", self._run("scontrol", "show", "nodes", "--json")
+        nodes = decode_nodes(_json(text, source), source, version)
         if hostlist:
-            wanted = set(expand(hostlist))
+            wanted = set(names)
             nodes = [n for n in nodes if n.name in wanted]
         return nodes
 
     def srun_argv(self) -> list[str]:
         return [self._bin("srun")]
 
-    def job_states(self, job_ids: list[str]) -> dict[str, str]:
+    def _jobs(self):
         text = self._run("squeue", "--json", "--states=all")
-        try:
-            jobs = json.loads(text)["jobs"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SlurmError(f"squeue --json: unreadable output ({exc})") from None
-        return job_states_from(jobs, job_ids)
+        return decode_jobs(_json(text, "squeue --json"), "squeue --json", self._version)
+
+    def job_states(self, job_ids: list[str]) -> dict[str, str]:
+        return job_states_of(self._jobs(), job_ids)
 
     def reservations(self) -> list[str]:
         text = self._run("scontrol", "show", "reservation", "--oneliner")
@@ -89,20 +161,23 @@ class CliAdapter(SlurmAdapter):
 
     # -- changes -----------------------------------------------------------
     def drain(self, nodes: list[str], reason: str) -> None:
-        from .adapter import compress
-
         self._run("scontrol", "update", f"nodename={compress(nodes)}", "state=drain", f"reason={reason}")
 
     def resume(self, nodes: list[str]) -> None:
-        from .adapter import compress
-
         self._run("scontrol", "update", f"nodename={compress(nodes)}", "state=resume")
 
     def submit(self, argv: list[str], script: str | None = None) -> str:
-        args = ["--parsable", *argv]
+        """sbatch once; a unique --comment mark finds the job if sbatch's
+        answer is lost, so a retry never submits a second job."""
+        mark, args = submit_mark(argv)
+        args = ["--parsable", *args]
         if script is not None:
             args += ["--wrap", script]
-        out = self._run("sbatch", *args).strip()
+
+        def find() -> str | None:
+            return job_with_mark(self._jobs(), mark)
+
+        out = self._create("sbatch", "sbatch", tuple(args), find).strip()
         job_id = out.split(";", 1)[0]
         if not job_id.isdigit():
             raise SlurmError(f"sbatch: unexpected output {out[:80]!r}")
@@ -116,74 +191,59 @@ class CliAdapter(SlurmAdapter):
         self._run("scancel", f"--name={name}")
 
     def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None:
-        from .adapter import compress
+        """Created once: the name is the mark looked for before any retry."""
+        def find() -> str | None:
+            return "" if name in self.reservations() else None
 
-        self._run("scontrol", "create", "reservation", f"reservationname={name}", f"nodes={compress(nodes)}",
-                  "starttime=now", f"duration={duration_min}", "users=root", "flags=maint,ignore_jobs")
+        self._create("scontrol create reservation", "scontrol",
+                     ("create", "reservation", f"reservationname={name}", f"nodes={compress(nodes)}",
+                      "starttime=now", f"duration={duration_min}", "users=root", "flags=maint,ignore_jobs"), find)
 
     def delete_reservation(self, name: str) -> None:
         self._run("scontrol", "delete", f"reservationname={name}")
 
 
-_REASON_TAIL = re.compile(r"\s+\[[^\[\]@]+@[0-9T:-]+\]$")
-
-
-def parse_scontrol_node(text: str) -> list[NodeInfo]:
-    """`scontrol show node NAME --oneliner`: State=IDLE+DRAIN ... Reason=text [user@time]."""
-    out = []
-    for line in text.splitlines():
-        if not line.startswith("NodeName="):
-            continue
-        name = line.split(None, 1)[0].split("=", 1)[1]
-        m = re.search(r"(?:^|\s)State=(\S+)", line)
-        if not m:
-            raise SlurmError(f"scontrol show node: no State= for {name}")
-        words = m.group(1).split("+")
-        reason = ""
-        if " Reason=" in line:
-            reason = _REASON_TAIL.sub("", line.split(" Reason=", 1)[1].rstrip())
-        out.append(NodeInfo(name, words[0].lower().rstrip("*~#!%$@^-"), tuple(w.upper() for w in words[1:]), reason))
-    if not out and text.strip():
-        raise SlurmError(f"scontrol show node: unreadable output {text[:80]!r}")
-    return out
-
-
-def job_states_from(jobs: list, job_ids: list[str]) -> dict[str, str]:
-    """Job (or array task "J_T") -> state from squeue --json / slurmrestd jobs."""
-    wanted = set(job_ids)
-    out = {}
-    for j in jobs:
-        jid, arr, task = str(j.get("job_id")), j.get("array_job_id"), j.get("array_task_id")
-        is_task = bool(arr) and isinstance(task, int) and task < 4294967294
-        key = f"{arr}_{task}" if is_task else jid
-        if {jid, key, str(arr)} & wanted:
-            state = j.get("job_state", "UNKNOWN")
-            out[key] = str(state[0] if isinstance(state, list) and state else state)
-    return out
-
-
-def parse_sinfo_json(text: str) -> list[NodeInfo]:
-    """Nodes from `sinfo --json` (22.05+: a drained idle node is state idle + flag DRAIN)."""
+def _json(text: str, source: str):
     try:
-        return nodes_from(json.loads(text), "sinfo --json")
+        return json.loads(text)
     except ValueError as exc:
-        raise SlurmError(f"sinfo --json: unreadable output ({exc})") from None
+        raise FormatError(f"{source}: unreadable output ({exc})") from None
 
 
-def nodes_from(data, source: str) -> list[NodeInfo]:
-    """NodeInfo list from a `{"nodes": [...]}` document (sinfo --json or slurmrestd)."""
-    try:
-        raw = data["nodes"]
-        if not isinstance(raw, list):
-            raise TypeError("'nodes' is not a list")
-        nodes = {}
-        for n in raw:
-            state = n["state"]
-            if isinstance(state, list):  # newer Slurm: state is a list of words
-                base, flags = state[0].lower(), tuple(s.upper() for s in state[1:])
-            else:
-                base, flags = str(state).lower(), tuple(str(f).upper() for f in n.get("state_flags", []))
-            nodes[n["name"]] = NodeInfo(n["name"], base, flags, n.get("reason") or "")
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise SlurmError(f"{source}: unreadable output ({type(exc).__name__}: {exc})") from None
-    return list(nodes.values())
+def submit_mark(argv: list[str]) -> tuple[str, list[str]]:
+    """A unique mark in the job's --comment (kept after the caller's own comment)."""
+    mark = SUBMIT_MARK + uuid.uuid4().hex[:16]
+    out, comment = [], None
+    for arg in argv:
+        if arg.startswith("--comment="):
+            comment = arg.split("=", 1)[1]
+        else:
+            out.append(arg)
+    out.append(f"--comment={comment} {mark}" if comment else f"--comment={mark}")
+    return mark, out
+
+
+def job_with_mark(jobs, mark: str) -> str | None:
+    """The job id (the array's id for an array) whose comment carries `mark`."""
+    for j in jobs:
+        if mark in j.comment.split():
+            return j.array_job_id or j.job_id
+    return None
+
+
+def job_states_of(jobs, job_ids: list[str]) -> dict[str, str]:
+    """Job (or array task "J_T") -> base state; asking for an array's id
+    returns all its tasks."""
+    wanted = set(job_ids)
+    return {j.key: j.state for j in jobs if {j.job_id, j.key, j.array_job_id} & wanted}
+
+
+# -- kept for callers and tests that read raw outputs ----------------------------
+def parse_scontrol_node(text: str) -> list[NodeInfo]:
+    """`scontrol show node NAME --oneliner` (any version)."""
+    return parse_node_oneliner(text)
+
+
+def parse_sinfo_json(text: str, version: SlurmVersion | None = None) -> list[NodeInfo]:
+    """Nodes from 22.05's `sinfo --json`."""
+    return decode_nodes(_json(text, "sinfo --json"), "sinfo --json", version)

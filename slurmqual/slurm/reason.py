@@ -18,17 +18,35 @@ def sanitize(text: str) -> str:
     return " ".join("".join(out).split())
 
 
-def make(check: str, detail: str) -> str:
+def make(check: str, detail: str, others: list[str] | tuple[str, ...] = ()) -> str:
     """Too long: keep the leading clauses that fit (cut at ", " or "; "), so the
-    reason still reads as a sentence; failing that, cut with "..."."""
-    reason = f"{PREFIX} {sanitize(check)}: {sanitize(detail)}"
-    if len(reason) <= MAX_LEN:
+    reason still reads as a sentence; failing that, cut with "...".
+    `others`: the other failing checks; their count always survives the cap
+    ("(+4 more: a,b,c,d)", shortened to "(+4 more: a,...)" or "(+4 more)")."""
+    check = sanitize(check)
+    reason = f"{PREFIX} {check}: {sanitize(detail)}"
+    if not others:
+        return _fit(reason, MAX_LEN, check)
+    names = [sanitize(o) for o in others]
+    n = len(names)
+    tails = (f"(+{n} more: {','.join(names)})", f"(+{n} more: {names[0]},...)", f"(+{n} more)")
+    for tail in tails:
+        if len(reason) + 1 + len(tail) <= MAX_LEN:
+            return f"{reason} {tail}"
+        room = MAX_LEN - 1 - len(tail)
+        if room >= len(PREFIX) + len(check) + 22:  # still some detail left
+            return f"{_fit(reason, room, check)} {tail}"
+    return f"{_fit(reason, MAX_LEN - 1 - len(tails[-1]), check)} {tails[-1]}"
+
+
+def _fit(reason: str, limit: int, check: str) -> str:
+    if len(reason) <= limit:
         return reason
-    head = reason[:MAX_LEN]
+    head = reason[:limit]
     cut = max(head.rfind(", "), head.rfind("; "))
     if cut > len(PREFIX) + len(check) + 12:
         return head[:cut]
-    return reason[: MAX_LEN - 3].rstrip() + "..."
+    return reason[: limit - 3].rstrip() + "..."
 
 
 def is_ours(reason: str | None) -> bool:

@@ -1,0 +1,164 @@
+"""Per-node state files: `<state_dir>/nodes/<node>.json`, the one reader and
+writer for them.
+
+Hooks of different levels run different checks (the prolog the fast ones, the
+healthcheck the standard ones), so a write *merges*: each check keeps its own
+latest result (with when and by which hook it was judged), versions keep every
+value some check recorded, and a hook never erases what another hook learnt.
+The file also remembers slurmqual's own hook drain of the node, so a passing
+epilog/healthcheck needs no slurmctld call unless we drained the node.
+
+Writers hold an flock on a sidecar lock file (prolog, epilog and healthcheck
+may overlap on one node); readers never lock: the file is replaced atomically.
+Format (JSON object): node, time, hook, status, checks (list), versions,
+drain ({reason, time, hook} or null), error_since (float or null),
+drain_known (whether `drain` reflects what Slurm said; a new file does not know).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+_RANK = {"pass": 0, "na": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
+VERSION_FIELDS = ("driver", "nic_fw", "kernel", "nccl")
+
+
+class StateError(Exception):
+    """A state file exists but cannot be read."""
+
+
+@dataclass
+class NodeState:
+    node: str
+    time: float = 0.0                       # last write
+    hook: str = ""                          # hook of the last write
+    checks: dict[str, dict] = field(default_factory=dict)   # name -> result dict (+ time, hook)
+    versions: dict[str, str] = field(default_factory=dict)
+    drain: dict | None = None               # our own hook drain: {reason, time, hook}
+    error_since: float | None = None        # first run where an error held our drain
+    drain_known: bool = False               # a hook has asked Slurm since this file began
+
+    @property
+    def status(self) -> str:
+        worst = "pass"
+        for c in self.checks.values():
+            if _RANK.get(c.get("status", "pass"), 0) > _RANK[worst]:
+                worst = c["status"]
+        return worst
+
+    @property
+    def failing(self) -> list[str]:
+        return [n for n, c in self.checks.items() if c.get("status") == "fail"]
+
+    def failing_since(self, since: float) -> list[dict]:
+        """Failing checks judged at or after `since`."""
+        return [c for c in self.checks.values() if c.get("status") == "fail" and c.get("time", self.time) >= since]
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "time": self.time, "hook": self.hook, "status": self.status,
+                "checks": list(self.checks.values()), "versions": dict(self.versions), "drain": self.drain,
+                "error_since": self.error_since, "drain_known": self.drain_known}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "NodeState":
+        if not isinstance(data, dict) or not isinstance(data.get("node"), str):
+            raise StateError("not a node state object")
+        t = float(data.get("time") or 0.0)
+        checks: dict[str, dict] = {}
+        for c in data.get("checks") or []:
+            if isinstance(c, dict) and isinstance(c.get("name"), str):
+                checks[c["name"]] = dict(c, time=c.get("time", t), hook=c.get("hook", data.get("hook", "")))
+        versions = {k: str(v) for k, v in (data.get("versions") or {}).items() if v not in (None, "")}
+        drain = data.get("drain") if isinstance(data.get("drain"), dict) else None
+        err = data.get("error_since")
+        return cls(data["node"], t, str(data.get("hook") or ""), checks, versions, drain,
+                   float(err) if isinstance(err, (int, float)) else None, data.get("drain_known") is True)
+
+    def merge(self, hook: str, results: Iterable, versions: dict | None, now: float) -> None:
+        """Record one hook run: its checks replace the same checks, others stay."""
+        for r in results:
+            d = r.to_dict() if hasattr(r, "to_dict") else dict(r)
+            self.checks[d["name"]] = dict(d, time=now, hook=hook)
+        for k, v in (versions or {}).items():
+            if v not in (None, ""):
+                self.versions[k] = str(v)
+        self.time = now
+        self.hook = hook
+
+
+def nodes_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, "nodes")
+
+
+def path(state_dir: str, node: str) -> str:
+    if not node or "/" in node or node.startswith("."):
+        raise ValueError(f"unusable node name {node!r}")
+    return os.path.join(nodes_dir(state_dir), f"{node}.json")
+
+
+def read(state_dir: str, node: str) -> NodeState | None:
+    """The node's state, None when it has none yet; StateError when unreadable."""
+    try:
+        with open(path(state_dir, node), encoding="utf-8") as fh:
+            return NodeState.from_dict(json.load(fh))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError) as exc:
+        raise StateError(f"{path(state_dir, node)}: {exc}") from None
+
+
+def read_all(state_dir: str, names: set[str] | None = None) -> tuple[dict[str, NodeState], list[str]]:
+    """Every node's state (or those in `names`) and the file names we could not read."""
+    out: dict[str, NodeState] = {}
+    bad: list[str] = []
+    try:
+        entries = sorted(os.listdir(nodes_dir(state_dir)))
+    except OSError:
+        return out, bad
+    for entry in entries:
+        if not entry.endswith(".json") or entry.startswith("."):
+            continue
+        if names is not None and entry[:-5] not in names:
+            continue
+        try:
+            with open(os.path.join(nodes_dir(state_dir), entry), encoding="utf-8") as fh:
+                st = NodeState.from_dict(json.load(fh))
+        except (OSError, ValueError, TypeError, StateError):
+            bad.append(entry)
+            continue
+        out[st.node] = st
+    return out, bad
+
+
+def update(state_dir: str, node: str, change: Callable[[NodeState], None]) -> NodeState:
+    """Read (or start) the node's state, apply `change`, write it back, under the node's lock.
+    An unreadable old file is replaced rather than blocking the hook forever."""
+    import fcntl
+
+    from .atomic import ensure_dir, write_text
+
+    target = path(state_dir, node)
+    ensure_dir(nodes_dir(state_dir))
+    fd = os.open(os.path.join(nodes_dir(state_dir), f".{node}.lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            st = read(state_dir, node) or NodeState(node)
+        except StateError:
+            st = NodeState(node)
+        change(st)
+        write_text(target, json.dumps(st.to_dict()))
+        return st
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def record_run(state_dir: str, node: str, hook: str, results: Iterable, versions: dict | None,
+               now: float | None = None) -> NodeState:
+    now = time.time() if now is None else now
+    results = list(results)
+    return update(state_dir, node, lambda st: st.merge(hook, results, versions, now))

@@ -1,0 +1,316 @@
+"""`slurmqual install` and `install --check` on a real filesystem (as root):
+the wrappers it writes run the real prolog with slurmd's empty environment,
+and --check finds each broken piece an admin can hit, with a fix."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from slurmqual.nodetree import build
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="install manages root-owned files: run as root")
+
+
+def sq(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "slurmqual", "install", *args], capture_output=True, text=True,
+                          timeout=300, cwd="/")
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+class Node:
+    """One node's install in a temp dir: prefix, config, cache, state and log
+    paths are all under it, so nothing outside is touched."""
+
+    def __init__(self, tmp_path, healthy_tree: bool = True):
+        os.chmod(tmp_path, 0o755)
+        self.t = tmp_path
+        self.prefix = str(tmp_path / "opt")
+        self.config = str(tmp_path / "etc" / "config.toml")
+        self.cache = str(tmp_path / "cache")
+        self.state = str(tmp_path / "state")
+        self.slurm_conf = str(tmp_path / "slurm.conf")
+        self.tree = build("h100-roce-healthy", str(tmp_path / "tree")) if healthy_tree else None
+
+    def write_config(self) -> None:
+        os.makedirs(os.path.dirname(self.config), exist_ok=True)
+        with open(self.config, "w") as fh:
+            fh.write(f'[node]\nroot = "{self.tree}"\ngpus = 8\n[fabric]\nnics = 8\n'
+                     f'[hooks]\nsyslog = false\nlog_file = "{self.t}/log/slurmqual.log"\nstate_dir = "{self.state}"\n')
+        os.chmod(self.config, 0o644)
+
+    def args(self, *extra: str) -> list[str]:
+        return ["--prefix", self.prefix, "--config", self.config, "--cache-dir", self.cache, *extra]
+
+    def write_slurm_conf(self, drop: str | None = None) -> None:
+        snippet = sq("--snippet", "--prefix", self.prefix, check=True).stdout
+        lines = [ln for ln in snippet.splitlines() if not (drop and ln.startswith(drop + "="))]
+        with open(self.slurm_conf, "w") as fh:
+            fh.write("ClusterName=test\nSlurmctldHost=head\nNodeName=n1 CPUs=2 State=UNKNOWN\n")
+            fh.write("\n".join(lines) + "\n")
+
+    def check(self, *extra: str) -> subprocess.CompletedProcess:
+        return sq("--check", *self.args("--slurm-conf", self.slurm_conf, "--node", "n1", *extra))
+
+
+def problems(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if ln.startswith("PROBLEM")]
+
+
+def tree_state(root) -> dict:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            out[p] = (st.st_mode, st.st_uid, st.st_mtime_ns, st.st_size)
+    return out
+
+
+def test_fresh_install_writes_example_config_wrappers_dirs_logrotate(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    os.chmod(tmp_path, 0o755)
+    proc = sq("--root", str(root), check=True)
+    config = root / "etc/slurmqual/config.toml"
+    with open(os.path.join(REPO, "config", "slurmqual.toml")) as fh:
+        assert config.read_text() == fh.read()  # the annotated example, byte for byte
+    st = config.stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o644, 0, 0)
+    for d in ("var/lib/slurmqual/state", "var/log/slurmqual", "var/cache/slurmqual"):
+        st = (root / d).stat()
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o755 and st.st_uid == 0, d
+    for hook in ("prolog", "epilog", "healthcheck"):
+        w = root / f"opt/slurmqual/libexec/{hook}/slurmqual-{hook}"
+        assert stat.S_IMODE(w.stat().st_mode) == 0o755
+        text = w.read_text()
+        assert f"-m slurmqual.hookscripts {hook}" in text and f"PY={sys.executable}" in text
+    rotate = (root / "etc/logrotate.d/slurmqual").read_text()
+    assert rotate.startswith("# slurmqual") and "/var/log/slurmqual/slurmqual.log {" in rotate
+    assert "write file 0644 root:root: /etc/slurmqual/config.toml" in proc.stdout
+
+
+def test_install_is_idempotent_and_dry_run_changes_nothing(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    os.chmod(tmp_path, 0o755)
+    dry = sq("--root", str(root), "--dry-run", check=True)
+    assert "would write file 0755 root:root: /opt/slurmqual/libexec/prolog/slurmqual-prolog" in dry.stdout
+    assert os.listdir(root) == []
+    sq("--root", str(root), check=True)
+    before = tree_state(root)
+    again = sq("--root", str(root), check=True)
+    assert "nothing to do" in again.stdout
+    assert tree_state(root) == before
+    assert "nothing to do" in sq("--root", str(root), "--dry-run", check=True).stdout
+
+
+def test_install_keeps_an_existing_config_and_fixes_its_mode(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    mine = open(node.config).read()
+    os.chmod(node.config, 0o666)
+    # Anyone could have edited it: install fixes the mode but acts on nothing it says yet.
+    proc = sq(*node.args())
+    assert proc.returncode == 1
+    assert "fix mode 0666 -> 0644" in proc.stdout and "review it" in proc.stderr
+    assert open(node.config).read() == mine
+    assert stat.S_IMODE(os.stat(node.config).st_mode) == 0o644
+    assert not os.path.exists(node.state) and not os.path.exists(node.prefix)
+    sq(*node.args(), check=True)
+    assert os.path.isdir(node.state) and open(node.config).read() == mine
+
+
+def test_install_refuses_an_invalid_config(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    with open(node.config, "a") as fh:
+        fh.write("[hooks.bogus]\nx = 1\n")
+    proc = sq(*node.args())
+    assert proc.returncode == 2
+    assert "config is invalid" in proc.stderr and "bogus" in proc.stderr
+    assert not os.path.exists(node.prefix)  # nothing half-installed
+
+
+def test_check_passes_on_a_good_install_and_runs_the_prolog_like_slurmd(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf()
+    proc = node.check()
+    assert proc.returncode == 0, proc.stdout
+    assert problems(proc.stdout) == []
+    assert "ok       prolog run: exit 0" in proc.stdout and "no PATH and no SLURM_CONF" in proc.stdout
+    # The run went through the wrapper into the real hook: it recorded the node's state.
+    assert os.path.exists(os.path.join(node.state, "nodes", "n1.json"))
+
+
+def test_check_finds_world_writable_config(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf()
+    os.chmod(node.config, 0o666)
+    proc = node.check("--no-hook-run")
+    assert proc.returncode == 1
+    found = [p for p in problems(proc.stdout) if "site config" in p]
+    assert found and "writable by group/others (mode 0666)" in found[0]
+    assert f"chmod 0644 {node.config}" in proc.stdout
+    # ...and install puts it right (then stops for a review of the content).
+    assert sq(*node.args()).returncode == 1
+    assert node.check("--no-hook-run").returncode == 0
+
+
+def test_check_finds_missing_state_dir(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf()
+    os.rmdir(node.state)
+    proc = node.check("--no-hook-run")
+    assert proc.returncode == 1
+    assert f"PROBLEM  state dir: {node.state} is missing" in proc.stdout
+    assert "fix: slurmqual install" in proc.stdout
+    sq(*node.args(), check=True)
+    assert os.path.isdir(node.state) and node.check("--no-hook-run").returncode == 0
+
+
+@pytest.mark.parametrize("key", ["HealthCheckProgram", "Prolog", "PrologEpilogTimeout"])
+def test_check_finds_a_missing_snippet_line(tmp_path, key):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf(drop=key)
+    proc = node.check("--no-hook-run")
+    assert proc.returncode == 1
+    assert f"PROBLEM  slurm.conf {key}: {node.slurm_conf} has no {key}= line" in proc.stdout
+    assert "slurmqual install --snippet" in proc.stdout
+
+
+def test_check_finds_hook_pointing_elsewhere_and_short_timeout(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf()
+    text = open(node.slurm_conf).read()
+    text = text.replace(f"Epilog={node.prefix}/libexec/epilog/slurmqual-epilog", "Epilog=/etc/slurm/epilog.sh")
+    text = text.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=20")
+    open(node.slurm_conf, "w").write(text)
+    out = node.check("--no-hook-run").stdout
+    assert "PROBLEM  slurm.conf Epilog: Epilog=/etc/slurm/epilog.sh, not slurmqual's epilog hook" in out
+    assert "PROBLEM  slurm.conf PrologEpilogTimeout: 20s is not above the hooks' deadline (40s" in out
+
+
+def test_check_follows_include_lines(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf()
+    snippet = open(node.slurm_conf).read()
+    with open(tmp_path / "slurmqual.conf", "w") as fh:
+        fh.write(snippet)
+    with open(node.slurm_conf, "w") as fh:
+        fh.write("ClusterName=test\nInclude slurmqual.conf\n")
+    proc = node.check("--no-hook-run")
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_check_finds_a_hook_that_cannot_find_python(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    gone = str(tmp_path / "old-venv" / "bin" / "python3")
+    sq(*node.args("--python", gone), check=True)
+    node.write_slurm_conf()
+    proc = node.check()
+    assert proc.returncode == 1
+    assert f"PROBLEM  prolog hook python: {node.prefix}/libexec/prolog/slurmqual-prolog runs {gone}, which does not exist" \
+        in proc.stdout
+    # The real run, as slurmd would do it, shows the hook silently doing nothing.
+    assert "PROBLEM  prolog run: the hook cannot find Python/slurmqual" in proc.stdout
+    # Re-running install with the right python rewrites the wrappers.
+    fixed = sq(*node.args(), check=True)
+    assert "rewrite file 0755" in fixed.stdout
+    assert node.check().returncode == 0
+
+
+def test_check_finds_python_without_slurmqual(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    bare = tmp_path / "bare"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(bare)], check=True)
+    sq(*node.args("--python", str(bare / "bin" / "python3")), check=True)
+    node.write_slurm_conf()
+    proc = node.check()
+    assert proc.returncode == 1
+    assert "cannot import slurmqual: ModuleNotFoundError: No module named 'slurmqual'" in proc.stdout
+
+
+def test_wrapper_ignores_pythonpath_and_runs_with_empty_environment(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    evil = tmp_path / "evil"
+    (evil / "slurmqual").mkdir(parents=True)
+    (evil / "slurmqual" / "__init__.py").write_text("raise SystemExit('hijacked')\n")
+    wrapper = os.path.join(node.prefix, "libexec", "prolog", "slurmqual-prolog")
+    proc = subprocess.run([wrapper], env={"SLURMD_NODENAME": "n1", "PYTHONPATH": str(evil)}, cwd=str(evil),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "hijacked" not in proc.stderr
+    assert os.path.exists(os.path.join(node.state, "nodes", "n1.json"))
+
+
+def test_snippet_follows_prefix():
+    out = sq("--snippet", "--prefix", "/srv/sq", check=True).stdout
+    assert "Prolog=/srv/sq/libexec/prolog/slurmqual-prolog" in out
+    assert "Prolog=/opt/slurmqual" not in out and "HealthCheckProgram=/srv/sq/libexec/healthcheck/" in out
+
+
+def test_check_finds_scheduler_parameters_without_nohold_on_prolog_fail(tmp_path):
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf()
+    with open(node.slurm_conf, "a") as fh:  # a site's own line, later in slurm.conf, replaces the snippet's
+        fh.write("SchedulerParameters=bf_continue,bf_window=4320\nPrologFlags=Alloc,Contain,DeferBatch\n")
+    out = node.check("--no-hook-run").stdout
+    assert ("PROBLEM  slurm.conf SchedulerParameters: SchedulerParameters=bf_continue,bf_window=4320 "
+            "lacks nohold_on_prolog_fail") in out
+    assert "ok       slurm.conf PrologFlags: Alloc,Contain,DeferBatch" in out
+
+
+def test_versioned_prefixes_behind_a_symlink_upgrade_and_roll_back(tmp_path):
+    """The upgrade the admin guide describes: each version in its own prefix,
+    slurm.conf names the symlink, flipping the symlink switches (or rolls
+    back) every hook at once; --check judges whatever the symlink points at."""
+    node = Node(tmp_path)
+    node.write_config()
+    current = str(tmp_path / "slurmqual")
+    v1, v2 = str(tmp_path / "slurmqual-1"), str(tmp_path / "slurmqual-2")
+    sq("--prefix", v1, "--config", node.config, "--cache-dir", node.cache, check=True)
+    sq("--prefix", v2, "--config", node.config, "--cache-dir", node.cache,
+       "--python", str(tmp_path / "slurmqual-2" / "bin" / "python3"), check=True)  # a broken new version
+    os.symlink("slurmqual-1", current)
+    node.prefix = current
+    node.write_slurm_conf()
+    assert f"Prolog={current}/libexec/prolog/slurmqual-prolog" in open(node.slurm_conf).read()
+    assert sq(*node.args(), check=True).stdout.strip().endswith("up to date")  # the symlinked prefix is fine
+    assert node.check().returncode == 0
+
+    def flip(target: str) -> None:
+        os.symlink(target, current + ".new")
+        os.replace(current + ".new", current)  # atomic: a hook starting now sees one version or the other
+
+    flip("slurmqual-2")
+    bad = node.check()
+    assert bad.returncode == 1 and "PROBLEM  prolog run: the hook cannot find Python/slurmqual" in bad.stdout
+    flip("slurmqual-1")
+    assert node.check().returncode == 0
