@@ -21,8 +21,8 @@ def run(*args, env=None):
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_check_json_on_each_example(tmp_path, example):
     root = build(example, str(tmp_path / example))
-    # standard level: the GPU faults need nvidia-smi (the tree's recorded outputs)
-    p = run("check", "--root", root, "--config", CONFIG, "--json", "--node", "gpu001", "--level", "standard",
+    # slow level: the GPU faults need nvidia-smi and dcgmi (the tree's recorded outputs)
+    p = run("check", "--root", root, "--config", CONFIG, "--json", "--node", "gpu001", "--level", "slow",
             env=dict(os.environ, PATH=str(tmp_path / "no-tools"), SLURMQUAL_CACHE_DIR=str(tmp_path / "cache")))
     out = json.loads(p.stdout)
     assert set(out) == {"node", "status", "checks"} and out["node"] == "gpu001"

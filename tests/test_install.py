@@ -61,6 +61,15 @@ class Node:
         return sq("--check", *self.args("--slurm-conf", self.slurm_conf, "--node", "n1", *extra))
 
 
+def installed(tmp_path, **slurm_conf) -> Node:
+    """A node with slurmqual installed and the snippet in its slurm.conf."""
+    node = Node(tmp_path)
+    node.write_config()
+    sq(*node.args(), check=True)
+    node.write_slurm_conf(**slurm_conf)
+    return node
+
+
 def problems(out: str) -> list[str]:
     return [ln for ln in out.splitlines() if ln.startswith("PROBLEM")]
 
@@ -141,10 +150,7 @@ def test_install_refuses_an_invalid_config(tmp_path):
 
 
 def test_check_passes_on_a_good_install_and_runs_the_prolog_like_slurmd(tmp_path):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf()
+    node = installed(tmp_path)
     proc = node.check()
     assert proc.returncode == 0, proc.stdout
     assert problems(proc.stdout) == []
@@ -154,10 +160,7 @@ def test_check_passes_on_a_good_install_and_runs_the_prolog_like_slurmd(tmp_path
 
 
 def test_check_finds_world_writable_config(tmp_path):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf()
+    node = installed(tmp_path)
     os.chmod(node.config, 0o666)
     proc = node.check("--no-hook-run")
     assert proc.returncode == 1
@@ -170,10 +173,7 @@ def test_check_finds_world_writable_config(tmp_path):
 
 
 def test_check_finds_missing_state_dir(tmp_path):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf()
+    node = installed(tmp_path)
     os.rmdir(node.state)
     proc = node.check("--no-hook-run")
     assert proc.returncode == 1
@@ -185,10 +185,7 @@ def test_check_finds_missing_state_dir(tmp_path):
 
 @pytest.mark.parametrize("key", ["HealthCheckProgram", "Prolog", "PrologEpilogTimeout"])
 def test_check_finds_a_missing_snippet_line(tmp_path, key):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf(drop=key)
+    node = installed(tmp_path, drop=key)
     proc = node.check("--no-hook-run")
     assert proc.returncode == 1
     assert f"PROBLEM  slurm.conf {key}: {node.slurm_conf} has no {key}= line" in proc.stdout
@@ -196,10 +193,7 @@ def test_check_finds_a_missing_snippet_line(tmp_path, key):
 
 
 def test_check_finds_hook_pointing_elsewhere_and_short_timeout(tmp_path):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf()
+    node = installed(tmp_path)
     text = open(node.slurm_conf).read()
     text = text.replace(f"Epilog={node.prefix}/libexec/epilog/slurmqual-epilog", "Epilog=/etc/slurm/epilog.sh")
     text = text.replace("PrologEpilogTimeout=120", "PrologEpilogTimeout=20")
@@ -210,10 +204,7 @@ def test_check_finds_hook_pointing_elsewhere_and_short_timeout(tmp_path):
 
 
 def test_check_follows_include_lines(tmp_path):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf()
+    node = installed(tmp_path)
     snippet = open(node.slurm_conf).read()
     with open(tmp_path / "slurmqual.conf", "w") as fh:
         fh.write(snippet)
@@ -275,10 +266,7 @@ def test_snippet_follows_prefix():
 
 
 def test_check_finds_scheduler_parameters_without_nohold_on_prolog_fail(tmp_path):
-    node = Node(tmp_path)
-    node.write_config()
-    sq(*node.args(), check=True)
-    node.write_slurm_conf()
+    node = installed(tmp_path)
     with open(node.slurm_conf, "a") as fh:  # a site's own line, later in slurm.conf, replaces the snippet's
         fh.write("SchedulerParameters=bf_continue,bf_window=4320\nPrologFlags=Alloc,Contain,DeferBatch\n")
     out = node.check("--no-hook-run").stdout

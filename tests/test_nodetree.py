@@ -165,7 +165,7 @@ def test_dcqcn_and_pci_helpers(tmp_path):
     root = build("h100-roce-healthy", str(tmp_path / "n"))
     set_dcqcn(root, 6, False, [3])
     r = check(root, "dcqcn")
-    assert r.status is Status.FAIL and r.devices == ["ens7np0"] and "prio 3" in r.message
+    assert r.status is Status.FAIL and r.devices == ["mlx5_6 (ens7np0)"] and "prio 3" in r.message
     set_dcqcn(root, 6, True)
     assert check(root, "dcqcn").status is Status.PASS
     set_pci_attr(root, "0000:18:00.0", "current_link_width", "4")

@@ -92,7 +92,16 @@ def test_prolog_requeues_job_on_broken_node_and_is_silent_on_healthy(cluster, tm
         if job:
             cluster.run("scancel", job, check=False)
         os.symlink(target, gpu)
-        cluster.wait_for(lambda: "n4" not in reasons(cluster), 60, "n4 resumed by healthcheck")
+    # The periodic healthcheck here does not run gpu_count: its pass says nothing
+    # about the check that drained n4, so it keeps the drain ...
+    log = os.path.join(cluster.log, "slurmqual.log")
+    cluster.wait_for(lambda: "gpu_count (which drained the node) is not run by this hook; kept drained"
+                     in open(log).read(), 30, "healthcheck keeping n4 drained")
+    assert "n4" in reasons(cluster)
+    # ... and the epilog, which does run it, gives the node back.
+    p, _ = _hook(cluster, "epilog", "n4")
+    assert p.returncode == 0
+    cluster.wait_for(lambda: "n4" not in reasons(cluster), 30, "n4 resumed by the epilog")
 
 
 def _hook(cluster, hook, node, extra_env=None, config=None, timeout=60):

@@ -184,14 +184,21 @@ def _dir_steps(root: str, node_path: str, mode: int = 0o755) -> list[Step]:
         st = os.lstat(real)
         if not stat.S_ISDIR(st.st_mode):
             raise InstallError(f"{node_path} exists and is not a directory: move it away and re-run")
-        wrong = _needs_fix(st, mode)
-        if wrong:
-            def fix(p=real, m=mode):
-                os.chmod(p, m)
-                _chown_root(p)
-
-            steps.append(Step(node_path, "fix " + ", ".join(wrong), fix))
+        steps += _fix_steps(node_path, real, st, mode)
     return steps
+
+
+def _fix_steps(node_path: str, real: str, st: os.stat_result, mode: int) -> list[Step]:
+    """A step setting root:root and `mode` on an existing path, if either is wrong."""
+    wrong = _needs_fix(st, mode)
+    if not wrong:
+        return []
+
+    def fix(p=real, m=mode):
+        os.chmod(p, m)
+        _chown_root(p)
+
+    return [Step(node_path, "fix " + ", ".join(wrong), fix)]
 
 
 def _file_steps(root: str, node_path: str, content: str, mode: int, replace: bool) -> list[Step]:
@@ -220,14 +227,7 @@ def _file_steps(root: str, node_path: str, content: str, mode: int, replace: boo
             if fh.read() != content:
                 steps.append(Step(node_path, f"rewrite file {mode:04o} root:root (content changed)", write))
                 return steps
-    wrong = _needs_fix(os.lstat(real), mode)
-    if wrong:
-        def fix(p=real, m=mode):
-            os.chmod(p, m)
-            _chown_root(p)
-
-        steps.append(Step(node_path, "fix " + ", ".join(wrong), fix))
-    return steps
+    return steps + _fix_steps(node_path, real, os.lstat(real), mode)
 
 
 class InstallError(Exception):
