@@ -31,15 +31,14 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular(path: str, limit: int, *, nofollow: bool = False) -> bytes:
-    """Bytes of a regular file, refusing anything else before reading a byte.
+def open_regular_fd(path: str, *, nofollow: bool = False) -> int:
+    """A descriptor on a regular file, refusing anything else before reading a byte.
 
     Opened O_NONBLOCK so that a FIFO planted where a file is expected cannot
     block the open (nor the hook's deadline), then fstat-checked on the open
-    descriptor (no race with a swap after a stat). At most `limit` bytes: a
-    larger file is an error, never silently truncated. `nofollow` refuses a
-    symlink as the last component (files root reads from directories others
-    could write)."""
+    descriptor (no race with a swap after a stat), then set back to blocking.
+    `nofollow` refuses a symlink as the last component (files root reads from
+    directories others could write)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | (os.O_NOFOLLOW if nofollow else 0)
     try:
         fd = os.open(path, flags)
@@ -51,6 +50,18 @@ def read_regular(path: str, limit: int, *, nofollow: bool = False) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(errno.EINVAL, f"is {_kind(st.st_mode)}, expected a file", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str, limit: int, *, nofollow: bool = False) -> bytes:
+    """Bytes of a regular file (open_regular_fd), at most `limit`: a larger
+    file is an error, never silently truncated."""
+    fd = open_regular_fd(path, nofollow=nofollow)
+    try:
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(1 << 16, limit + 1 - size))

@@ -56,6 +56,19 @@ def test_job_command_ignores_modules_in_the_working_directory(tmp_path):
     assert "hijacked" in plain.stderr  # the control: without -P the stray module wins
 
 
+@pytest.mark.parametrize("hook", ["prolog", "epilog", "healthcheck"])
+def test_hook_wrappers_ignore_modules_in_the_working_directory(tmp_path, hook):
+    """slurmd picks the hooks' working directory; a json.py there must not run as root."""
+    (tmp_path / "json.py").write_text("raise SystemExit('hijacked')\n")
+    wrapper = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), hook, f"slurmqual-{hook}")
+    cfg = tmp_path / "missing.toml"  # no config: the hook logs one line and exits 0 without checking
+    p = subprocess.run([wrapper], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env={"SLURMQUAL_PYTHON": sys.executable, "SLURMQUAL_CONFIG": str(cfg),
+                            "SLURMD_NODENAME": "n1", "SLURMQUAL_CACHE_DIR": str(tmp_path / "cache")})
+    assert "hijacked" not in p.stderr and p.returncode == 0, p.stderr
+    assert "no checks run" in p.stderr and str(cfg) in p.stderr
+
+
 def test_rest_submit_body_keeps_the_token_out_of_the_job(monkeypatch):
     from slurmqual.slurm.rest import submit_body
 

@@ -316,8 +316,11 @@ def _capped_lines(fh: IO[bytes], limit: int) -> Iterator[str]:
 
 
 def parse_file(path: str) -> Result:
-    """Judge a log file; raises OSError when it cannot be read."""
-    with open(path, "rb") as fh:
+    """Judge a log file; raises OSError when it cannot be read or is not a
+    regular file (a FIFO planted as a task's log must not hang the analysis)."""
+    from ..fsroot import open_regular_fd
+
+    with os.fdopen(open_regular_fd(path), "rb") as fh:
         res = parse_lines(_capped_lines(fh, MAX_FILE))
         if fh.read(1):
             res.problems.append(f"log larger than {MAX_FILE >> 20} MiB: read only its start")
