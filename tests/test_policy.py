@@ -70,6 +70,16 @@ def test_not_drained_resume_is_a_noop_and_unknown_node_may_be_drained():
     assert policy.may_drain(None, CHECK, "hook")
 
 
+def test_stale_reason_on_an_idle_node_is_not_a_drain():
+    """Slurm 24.11 keeps the reason after a resume (State=IDLE Reason=slurmqual: ...):
+    the node is in service, a hook may drain it anew, and nothing is resumed."""
+    info = node("IDLE", CHECK)
+    assert not info.drained and info.reason == CHECK
+    d = policy.may_resume(info, "hook")
+    assert not d and d.noop
+    assert policy.may_drain(info, "slurmqual: nic_link: mlx5_3 down", "hook")
+
+
 def _fleet(state_dir, n):
     for i in range(1, n + 1):
         nodestate.record_run(str(state_dir), f"n{i}", "healthcheck", [CheckResult("peermem", Status.PASS, "ok")], {})
