@@ -202,6 +202,29 @@ def test_run_directory_with_hostile_task_results(tmp_path, analyze, capsys, monk
     assert adapter.drains == [] and not (tmp_path / "store").exists()
 
 
+def test_metrics_write_failure_keeps_the_analysis_and_the_recorded_run(tmp_path, capsys, monkeypatch):
+    """Metrics are nice to have: a metrics dir that cannot be written (here a
+    file where the dir should be) never loses analysis.json nor the store's run."""
+    run_dir = tmp_path / "run"
+    (run_dir / "results").mkdir(parents=True)
+    plan = {"run_id": "r1", "scope": NODES, "groups": [NODES], "time": time.time()}
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    (run_dir / "results/task-0.json").write_text(json.dumps({"task": 0, "complete": True,
+                                                               "measurements": fleet_lines()}))
+    adapter = RecordingAdapter()
+    monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: adapter)
+    (tmp_path / "metrics").write_text("not a directory\n")
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/store/sq.db"\n[hooks]\nstate_dir = "{tmp_path}/state"\n'
+                   f'metrics_dir = "{tmp_path}/metrics"\n[burnin]\nguard_min = 2\n')
+    assert cli.main(["burnin", "analyze", str(run_dir), "--config", str(cfg)]) == 0
+    assert "could not write metrics" in capsys.readouterr().err
+    analysis = json.loads((run_dir / "analysis.json").read_text())
+    assert analysis["drain"] == ["n3"] and [d[0] for d in adapter.drains] == [("n3",)]
+    with existing(str(tmp_path / "store/sq.db")) as store:
+        assert store.last_verdicts(["n3"])["n3"]["verdict"] == "fail"
+
+
 # -- stores ----------------------------------------------------------------------------------------
 
 def _newer_store(path):

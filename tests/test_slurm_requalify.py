@@ -113,3 +113,28 @@ def test_no_wait_returns_at_once_shows_pending_then_cleans_up(cluster):
     assert st["nodes"][0]["qualification"] == "pending"
     cluster.wait_for(lambda: not os.path.exists(marker), 180, "background requalify to finish")
     assert "n5" not in drained(cluster) and reservations(cluster) == "No reservations in the system"
+
+
+def test_requalify_without_an_analysis_ends_drained_with_why(cluster):
+    """The analysis job dies (here: cancelled by someone) so no analysis.json is
+    ever written: the node never passed, so it ends drained, saying why."""
+    cluster.fabric({"base": 400, "hang": ["n4"]})
+    try:
+        sq(cluster, "drain", "n4", "--reason", "HCA swapped")
+        proc = subprocess.Popen([sys.executable, "-m", "slurmqual", "requalify", "n4"], env=cluster.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cluster.base)
+        names = lambda: cluster.run("squeue", "-h", "-o", "%i|%j").stdout.split()  # noqa: E731
+        cluster.wait_for(lambda: any("|slurmqual-analysis-" in j for j in names()), 60, "analysis job queued")
+        (analysis,) = [j.split("|")[0] for j in names() if "|slurmqual-analysis-" in j]
+        cluster.run("scancel", analysis)
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode != 0 and "burn-in produced no analysis" in out, out
+        reason = drained(cluster).get("n4", "")
+        assert reason.startswith("slurmqual: requalify: burn-in produced no analysis"), (reason, out)
+        assert reservations(cluster) == "No reservations in the system", out
+        assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n4.json"))
+        st = json.loads(sq(cluster, "status", "n4", "--json").stdout)
+        assert st["nodes"][0]["qualification"] != "qualified"
+    finally:
+        cluster.fabric({"base": 400})
+        cluster.run("scontrol", "update", "nodename=n4", "state=resume", check=False)
