@@ -20,6 +20,11 @@ DEFAULT_PATH = "/etc/slurmqual/config.toml"
 MAX_CONFIG_BYTES = 1 << 20
 MAX_CACHE_BYTES = 4 << 20
 SECTIONS = ("node", "fabric", "checks", "hooks", "slurm", "burnin", "store")
+# `[[groups]]`: per-node-group overrides, compiled at validation into
+# {"name", "match", "set": [[path, value], ...]} so a hook applies them with no pydantic.
+GROUPS = "groups"
+# What a group may override; the rest is fleet-wide (node.root picks the node's tree).
+GROUP_SECTIONS = ("node", "fabric", "checks")
 
 
 class ConfigError(Exception):
@@ -32,12 +37,50 @@ class ConfigRefused(ConfigError):
 
 
 class Config:
-    """The effective, validated site config: nested plain dicts."""
+    """The effective, validated site config: nested plain dicts.
 
-    def __init__(self, data: dict, path: str | None = None, digest: str = ""):
+    `for_node()` gives the config one node sees: the base with its matching
+    `[[groups]]` overrides applied. That is the one place overrides are merged;
+    checks read `ctx.config` / `ctx.settings()` and see the merged values."""
+
+    def __init__(self, data: dict, path: str | None = None, digest: str = "",
+                 applied: tuple[str, ...] = (), undecided: tuple[str, ...] = ()):
         self.data = data
         self.path = path
         self.digest = digest
+        self.applied = applied        # names of the groups merged in (for_node)
+        self.undecided = undecided    # groups not applied: their partition/feature was unknown
+
+    @property
+    def groups(self) -> list[dict]:
+        return self.data.get(GROUPS) or []
+
+    def needs_facts(self) -> bool:
+        """Whether some group matches on partition or feature (Slurm's view of
+        the node, see nodefacts.py); hostlist-only groups need nothing."""
+        return any("partition" in g["match"] or "feature" in g["match"] for g in self.groups)
+
+    def for_node(self, node: str, partitions: "set[str] | None" = None,
+                 features: "set[str] | None" = None) -> "Config":
+        """This node's effective config. partitions/features None: unknown, so
+        groups matching on them are not applied (listed in `undecided`).
+        Later groups win."""
+        groups = self.groups
+        if not groups:
+            return self
+        sets: list = []
+        applied: list[str] = []
+        undecided: list[str] = []
+        for g in groups:
+            verdict = group_matches(g["match"], node, partitions, features)
+            if verdict is None:
+                undecided.append(g["name"])
+            elif verdict:
+                applied.append(g["name"])
+                sets.extend(g["set"])
+        data = apply_overrides(self.data, sets)
+        data[GROUPS] = []
+        return Config(data, self.path, self.digest, tuple(applied), tuple(undecided))
 
     def section(self, name: str) -> dict:
         return self.data[name]
@@ -53,6 +96,64 @@ class Config:
     def node_root(self, node: str | None) -> str:
         root = self.data["node"]["root"]
         return root.replace("{node}", node or "") if "{node}" in root else root
+
+
+def _in_hostlist(node: str, hosts: str) -> bool:
+    # python-hostlist (NSC, already our hostlist library for Slurm calls): the
+    # same gpu[001-064] syntax Slurm accepts, no hand-written range parser. The
+    # hostlist was checked at validation; imported directly, not through
+    # slurmqual.slurm, whose package imports the adapters (not on the prolog path).
+    import hostlist
+
+    return node in _expanded(hosts, hostlist)
+
+
+_EXPANDED: dict[str, frozenset] = {}
+
+
+def _expanded(hosts: str, hostlist) -> frozenset:
+    if hosts not in _EXPANDED:
+        _EXPANDED[hosts] = frozenset(hostlist.expand_hostlist(hosts))
+    return _EXPANDED[hosts]
+
+
+def group_matches(match: dict, node: str, partitions: "set[str] | None",
+                  features: "set[str] | None") -> bool | None:
+    """All of a group's match keys hold for the node: hosts (hostlist),
+    partition (the node is in it), feature (the node has every one listed).
+    None: a needed partition/feature set is unknown and the other keys hold."""
+    if "hosts" in match and not _in_hostlist(node, match["hosts"]):
+        return False
+    unknown = False
+    if "partition" in match:
+        if partitions is None:
+            unknown = True
+        elif match["partition"] not in partitions:
+            return False
+    if "feature" in match:
+        if features is None:
+            unknown = True
+        elif not set(match["feature"]) <= features:
+            return False
+    return None if unknown else True
+
+
+def apply_overrides(data: dict, sets: list) -> dict:
+    """A copy of data with each [path, value] set; only the dicts on a set
+    path are copied (the rest is shared, read-only for checks)."""
+    out = dict(data)
+    copied = {id(out)}
+    for path, value in sets:
+        d = out
+        for key in path[:-1]:
+            child = d[key]
+            if id(child) not in copied:
+                child = dict(child)
+                d[key] = child
+                copied.add(id(child))
+            d = child
+        d[path[-1]] = value
+    return out
 
 
 def _cache_dir() -> str:
@@ -90,9 +191,31 @@ def _read_cache(path: str, digest: str) -> dict | None:
     if not isinstance(doc, dict) or doc.get("digest") != digest:
         return None
     data = doc.get("config")
-    if not isinstance(data, dict) or set(data) != set(SECTIONS) or not all(isinstance(data[k], dict) for k in SECTIONS):
+    if (not isinstance(data, dict) or set(data) != set(SECTIONS) | {GROUPS}
+            or not all(isinstance(data[k], dict) for k in SECTIONS) or not _groups_shape_ok(data[GROUPS], data)):
         return None
     return data
+
+
+def _groups_shape_ok(groups: object, data: dict) -> bool:
+    """The compiled groups as validate() writes them, each set path leading
+    through dicts of data; anything else: revalidate."""
+    if not isinstance(groups, list):
+        return False
+    for g in groups:
+        if (not isinstance(g, dict) or not isinstance(g.get("name"), str) or not isinstance(g.get("match"), dict)
+                or not isinstance(g.get("set"), list)):
+            return False
+        for item in g["set"]:
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], list) or not item[0]
+                    or item[0][0] not in GROUP_SECTIONS):
+                return False
+            d = data
+            for key in item[0][:-1]:
+                d = d.get(key) if isinstance(key, str) else None
+                if not isinstance(d, dict):
+                    return False
+    return True
 
 
 def _write_cache(path: str, digest: str, data: dict) -> None:

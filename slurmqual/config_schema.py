@@ -85,6 +85,11 @@ class HooksCfg(_Strict):
     # the node is resumed if the check that drained it passes, else the reason
     # says the check cannot judge (still drained: a person decides).
     error_hold_s: float = Field(3600.0, ge=0)
+    # Groups that match on partition/feature read Slurm's view of the node from
+    # <state_dir>/facts/<node>.json (nodefacts.py). The epilog and health check
+    # fetch it again (one scontrol call) when it is older than this; the prolog
+    # only when there is none.
+    node_facts_max_age_s: float = Field(3600.0, gt=0)
 
 
 class RestCfg(_Strict):
@@ -137,6 +142,63 @@ class StoreCfg(_Strict):
     path: str = "/var/lib/slurmqual/slurmqual.db"
 
 
+class MatchCfg(_Strict):
+    """Which nodes a `[[groups]]` entry applies to: every key given must hold."""
+    hosts: str | None = None            # Slurm hostlist, e.g. "gpu[001-064]"
+    partition: str | None = None        # the node is in this partition
+    feature: list[str] | None = None    # the node has all these features (a string: one)
+
+    @field_validator("feature", mode="before")
+    @classmethod
+    def _one_or_list(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("hosts")
+    @classmethod
+    def _hostlist(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        import hostlist  # python-hostlist: the library our Slurm calls already use
+
+        try:
+            names = hostlist.expand_hostlist(v)
+        except hostlist.BadHostlist as exc:
+            raise ValueError(f"bad hostlist {v!r}: {exc}") from None
+        if not names:
+            raise ValueError("empty hostlist")
+        return v
+
+    @field_validator("partition")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and (not v or any(c in v for c in " ,")):
+            raise ValueError("one partition name (no spaces or commas)")
+        return v
+
+    @field_validator("feature")
+    @classmethod
+    def _features(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or any(not f or any(c in f for c in " ,&|") for f in v)):
+            raise ValueError("feature names (no spaces, commas or operators; a list means all of them)")
+        return v
+
+    @model_validator(mode="after")
+    def _something(self) -> "MatchCfg":
+        if self.hosts is None and self.partition is None and self.feature is None:
+            raise ValueError("match needs hosts, partition or feature")
+        return self
+
+
+class GroupCfg(_Strict):
+    """One `[[groups]]` entry. Its node/fabric/checks tables are validated in
+    validate() against the same models as the base sections, merged over them."""
+    name: str | None = None
+    match: MatchCfg
+    node: dict = {}
+    fabric: dict = {}
+    checks: dict = {}
+
+
 class SiteConfig(_Strict):
     node: NodeCfg = NodeCfg()
     fabric: FabricCfg = FabricCfg()
@@ -145,6 +207,7 @@ class SiteConfig(_Strict):
     slurm: SlurmCfg = SlurmCfg()
     burnin: BurninCfg = BurninCfg()
     store: StoreCfg = StoreCfg()
+    groups: list[GroupCfg] = []
 
     @model_validator(mode="after")
     def _rest_needs_url(self) -> "SiteConfig":
@@ -153,9 +216,103 @@ class SiteConfig(_Strict):
         return self
 
 
+SECTION_MODELS = {"node": NodeCfg, "fabric": FabricCfg, "checks": ChecksCfg}
+
+
+def _error_lines(exc, where: str, prefix: tuple[str, ...] = ()) -> list[str]:
+    """One line per pydantic error: where, key, message, the value given."""
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in prefix + tuple(err["loc"])) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        got = err.get("input")
+        got_s = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"{where}: {key}: {msg}{got_s}")
+    return lines
+
+
+def _group_label(data: dict, index: int) -> str:
+    groups = data.get("groups")
+    name = groups[index].get("name") if isinstance(groups, list) and index < len(groups) \
+        and isinstance(groups[index], dict) else None
+    return f"groups[{index}]" + (f" ({name!r})" if isinstance(name, str) else "")
+
+
+def _relabel(line: str, source: str, data: dict) -> str:
+    """'FILE: groups.1.fabric.nics: ...' -> 'FILE: groups[1] ('h100'): fabric.nics: ...'"""
+    head = f"{source}: groups."
+    if not line.startswith(head):
+        return line
+    index, _, rest = line[len(head):].partition(".")
+    if not index.isdigit():
+        return line
+    return f"{source}: {_group_label(data, int(index))}: {rest}"
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    """The raw TOML tables merged, `over` winning; how a group reads over the base file."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _leaf_paths(raw: dict, model: type[BaseModel], prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The settings a group sets: a table recurses only where the field is a
+    model (a check's section); any other value (a list, a dict-valued setting
+    such as ib_counters.limits) is replaced whole."""
+    out = []
+    for key, value in raw.items():
+        field = model.model_fields[key]
+        sub = field.annotation
+        if isinstance(value, dict) and isinstance(sub, type) and issubclass(sub, BaseModel):
+            out.extend(_leaf_paths(value, sub, prefix + (key,)))
+        else:
+            out.append(prefix + (key,))
+    return out
+
+
+def _compile_group(index: int, group: GroupCfg, data: dict, source: str) -> tuple[dict, list[str]]:
+    """Validate one group's overrides merged over the base file's sections
+    (the same models, so the same limits and the same unknown-key errors) and
+    compile them to [path, validated value] pairs a hook applies without pydantic."""
+    from pydantic import ValidationError
+
+    label = f"{source}: {_group_label(data, index)}"
+    errors: list[str] = []
+    sets: list = []
+    for section, model in SECTION_MODELS.items():
+        over = getattr(group, section)
+        if not over:
+            continue
+        if section == "node" and "root" in over:
+            errors.append(f"{label}: node.root: cannot be set per group (it locates the node's tree)")
+            continue
+        base = data.get(section) if isinstance(data.get(section), dict) else {}
+        try:
+            merged = model.model_validate(_deep_merge(base, over)).model_dump()
+        except ValidationError as exc:
+            errors.extend(_error_lines(exc, label, (section,)))
+            continue
+        for path in _leaf_paths(over, model, ()):
+            value = merged
+            for key in path:
+                value = value[key]
+            sets.append([[section, *path], value])
+    name = group.name or f"groups[{index}]"
+    match = {k: v for k, v in group.match.model_dump().items() if v is not None}
+    return {"name": name, "match": match, "set": sets}, errors
+
+
 def validate(data: dict, source: str) -> dict:
     """Validate raw TOML data; return the effective config as a plain dict.
-    Raises ConfigError with one message naming the file, key and expectation."""
+    Raises ConfigError with one message naming the file, key and expectation
+    (and the group, for an error inside a `[[groups]]` entry)."""
     from pydantic import ValidationError
 
     from .config import ConfigError
@@ -163,14 +320,28 @@ def validate(data: dict, source: str) -> dict:
     try:
         model = SiteConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown key"
-            got = err.get("input")
-            got_s = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
-            lines.append(f"{source}: {key}: {msg}{got_s}")
-        raise ConfigError("\n".join(lines)) from None
-    return model.model_dump()
+        raise ConfigError("\n".join(_relabel(line, source, data) for line in _error_lines(exc, source))) from None
+    out = model.model_dump()
+    compiled, errors = [], []
+    for index, group in enumerate(model.groups):
+        entry, errs = _compile_group(index, group, data, source)
+        compiled.append(entry)
+        errors.extend(errs)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    out["groups"] = compiled
+    return out
+
+
+def validate_effective(data: dict, source: str) -> None:
+    """Check a node's merged config (several groups applied together) against
+    the models once more: `config show --node` reports a combination the
+    per-group checks could not see."""
+    from pydantic import ValidationError
+
+    from .config import ConfigError
+
+    try:
+        SiteConfig.model_validate({k: v for k, v in data.items() if k != "groups"})
+    except ValidationError as exc:
+        raise ConfigError("\n".join(_error_lines(exc, source))) from None

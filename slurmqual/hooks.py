@@ -131,6 +131,10 @@ def _run(hook: str, env: dict, config, log) -> int:
     if state_unsafe:
         log.error("%s: not recording state: %s", hook, state_unsafe)
     node = node_name(env)
+    if config.groups:  # [[groups]]: this node's overrides, merged in config.for_node
+        from .nodefacts import node_config
+
+        config = node_config(config, node, hook=hook, trusted=not state_unsafe, log=log)
     deadline = time.monotonic() + config["hooks"]["deadline_s"]
     results, ctx = evaluate_with_context(config.node_root(node), config, LEVEL[hook], config.checks_for(hook), deadline)
     state = None

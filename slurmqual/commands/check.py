@@ -80,6 +80,14 @@ def main(args: "argparse.Namespace") -> int:
             print(f"slurmqual: unknown check {', '.join(unknown)}; known: {', '.join(REGISTRY)}", file=sys.stderr)
             return 2
     node = node_name(args.node)
+    if config.groups:  # [[groups]]: the settings this node sees (config.for_node)
+        from ..nodefacts import node_config
+        from ..security import root_only_ok
+
+        config = node_config(config, node, trusted=root_only_ok(config["hooks"]["state_dir"], "state dir") is None)
+        if config.undecided:
+            print(f"slurmqual: {node}: groups not applied (partitions/features unknown): "
+                  f"{', '.join(config.undecided)}", file=sys.stderr)
     root = args.root or config.node_root(node)
     if not os.path.isdir(root):
         print(f"slurmqual: --root {root}: not a directory", file=sys.stderr)

@@ -40,6 +40,10 @@ class SlurmAdapter:
     def node_info(self, hostlist: str | None = None) -> list[NodeInfo]:
         raise NotImplementedError
 
+    def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(partitions, features) of one node, for `[[groups]]` (nodefacts.py)."""
+        raise NotImplementedError
+
     def drain(self, nodes: list[str], reason: str) -> None:
         raise NotImplementedError
 

@@ -144,6 +144,14 @@ class CliAdapter(SlurmAdapter):
             nodes = [n for n in nodes if n.name in wanted]
         return nodes
 
+    def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        from ..nodefacts import parse_oneliner
+
+        try:
+            return parse_oneliner(self._run("scontrol", "show", "node", name, "--oneliner"), name)
+        except ValueError as exc:
+            raise SlurmError(str(exc)) from None
+
     def srun_argv(self) -> list[str]:
         return [self._bin("srun")]
 

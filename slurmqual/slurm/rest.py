@@ -261,6 +261,14 @@ class RestAdapter(SlurmAdapter):
             nodes = [n for n in nodes if n.name in wanted]
         return nodes
 
+    def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        from ..nodefacts import from_rest
+
+        try:
+            return from_rest(self._request("GET", f"/slurm/{self.version}/nodes"), name)
+        except ValueError as exc:
+            raise SlurmError(f"slurmrestd {self.version} nodes: {exc}") from None
+
     def _jobs(self):
         return decode_jobs(self._request("GET", f"/slurm/{self.version}/jobs"), f"slurmrestd {self.version} jobs")
 

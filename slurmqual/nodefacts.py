@@ -1,0 +1,166 @@
+"""Slurm's view of this node that `[[groups]]` match on: its partitions and
+features, kept in `<state_dir>/facts/<node>.json` so hooks need no slurmctld
+call to know them.
+
+Why a file: partition membership and features live in slurmctld (slurm.conf
+NodeName/PartitionName lines, NodeSets, `scontrol update node features=`); a
+prolog asking slurmctld before every job is what this project avoids. So a
+hook reads the file and asks Slurm (one `scontrol show node NAME`, or the
+REST node list) only when there is no file (any hook), or it is older than
+hooks.node_facts_max_age_s (epilog and health check, never the prolog); after
+a failed ask, hooks wait RETRY_S before the next. SLURM_JOB_PARTITION is not
+used: a group describes the node, and the prolog (which has a job) and the
+health check (which has none) must judge a node by the same settings.
+
+The file steers which settings apply, so it is read and written only where the
+state dir is root-only (the hooks' rule for the state dir); elsewhere groups
+on partition/feature are not applied and the hook says so.
+Format: {"node", "time" (when Slurm said so; 0: never), "tried" (last ask),
+"partitions": [...], "features": [...], "error"}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+
+FACTS_DIR = "facts"
+RETRY_S = 300.0
+MAX_BYTES = 64 << 10
+
+
+@dataclass(frozen=True)
+class Facts:
+    partitions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    time: float = 0.0        # when Slurm said so; 0: never known
+    tried: float = 0.0       # last time we asked
+    error: str = ""          # why the last ask failed
+
+    @property
+    def known(self) -> bool:
+        return self.time > 0
+
+
+def facts_path(state_dir: str, node: str) -> str:
+    return os.path.join(state_dir, FACTS_DIR, f"{node}.json")
+
+
+def _names(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
+
+
+def read(state_dir: str, node: str) -> Facts | None:
+    """The node's facts file, or None when missing or unreadable (a bad file
+    only means asking Slurm again)."""
+    from .fsroot import load_json_text, read_regular
+
+    try:
+        doc = load_json_text(read_regular(facts_path(state_dir, node), MAX_BYTES, nofollow=True))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("node") != node:
+        return None
+    t, tried = doc.get("time"), doc.get("tried")
+    if not isinstance(t, (int, float)) or not isinstance(tried, (int, float)):
+        return None
+    return Facts(_names(doc.get("partitions")), _names(doc.get("features")), float(t), float(tried),
+                 str(doc.get("error") or ""))
+
+
+def write(state_dir: str, node: str, facts: Facts) -> None:
+    from .atomic import ensure_dir, write_text
+
+    path = facts_path(state_dir, node)
+    ensure_dir(os.path.dirname(path))
+    write_text(path, json.dumps({"node": node, "time": facts.time, "tried": facts.tried,
+                                 "partitions": list(facts.partitions), "features": list(facts.features),
+                                 "error": facts.error}))
+
+
+def _split(value: str) -> tuple[str, ...]:
+    """A comma list as scontrol prints it; "(null)" is none."""
+    return () if value in ("", "(null)") else tuple(v for v in value.split(",") if v)
+
+
+def parse_oneliner(text: str, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(partitions, features) of `node` from `scontrol show node NAME --oneliner`.
+    Features are AvailableFeatures (slurm.conf Features=, what the hardware is),
+    not ActiveFeatures (what a node_features plugin switched on for now)."""
+    for line in text.splitlines():
+        if line.split(None, 1)[:1] != [f"NodeName={node}"]:
+            continue
+        fields = {}
+        for tok in line.split():
+            key, eq, value = tok.partition("=")
+            if eq and key in ("AvailableFeatures", "Partitions") and key not in fields:
+                fields[key] = value
+        if "AvailableFeatures" not in fields:
+            raise ValueError(f"scontrol show node {node}: no AvailableFeatures= field")
+        return _split(fields.get("Partitions", "")), _split(fields["AvailableFeatures"])
+    raise ValueError(f"scontrol show node {node}: no NodeName={node} line")
+
+
+def from_rest(doc: object, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(partitions, features) of `node` from a slurmrestd/`scontrol --json`
+    node document: features are a comma string up to v0.0.38, a list after."""
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    for rec in nodes if isinstance(nodes, list) else []:
+        if isinstance(rec, dict) and rec.get("name") == node:
+            feats = rec.get("features")
+            features = _split(feats) if isinstance(feats, str) else _names(feats)
+            return _names(rec.get("partitions")), features
+    raise ValueError(f"node {node} not in the node list")
+
+
+def fetch(config, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Ask Slurm, through the configured adapter (its timeouts and retries)."""
+    from .slurm import get_adapter
+
+    adapter = get_adapter(config)
+    return adapter.node_facts(node)
+
+
+def current(config, node: str, refresh_stale: bool, trusted: bool, log=None) -> Facts | None:
+    """The node's facts: from the file; asked from Slurm when missing (or stale
+    and refresh_stale), at most once per RETRY_S after a failure. None: unknown."""
+    state_dir = config["hooks"]["state_dir"]
+    if not trusted:
+        return None
+    facts = read(state_dir, node)
+    now = time.time()
+    stale = facts is None or not facts.known or (
+        refresh_stale and now - facts.time > config["hooks"]["node_facts_max_age_s"])
+    if stale and (facts is None or now - facts.tried >= RETRY_S or facts.tried > now):
+        try:
+            partitions, features = fetch(config, node)
+            facts = Facts(partitions, features, now, now)
+        except Exception as exc:  # noqa: BLE001 - Slurm down or odd output: keep what we knew, say why
+            if log is not None:
+                log.warning("node %s: cannot read its partitions/features from Slurm: %s", node, exc)
+            old = facts or Facts()
+            facts = Facts(old.partitions, old.features, old.time, now, str(exc)[:300])
+        try:
+            write(state_dir, node, facts)
+        except OSError as exc:
+            if log is not None:
+                log.warning("node %s: cannot record its partitions/features: %s", node, exc)
+    return facts if facts is not None and facts.known else None
+
+
+def node_config(config, node: str, *, hook: str | None = None, trusted: bool = True, log=None):
+    """The config this node sees (config.for_node), with its partitions and
+    features when some group needs them. hook: the epilog and health check
+    refresh stale facts; the prolog and commands only fetch missing ones."""
+    partitions = features = None
+    if config.needs_facts():
+        facts = current(config, node, refresh_stale=hook in ("epilog", "healthcheck"), trusted=trusted, log=log)
+        if facts is not None:
+            partitions, features = set(facts.partitions), set(facts.features)
+    merged = config.for_node(node, partitions, features)
+    if merged.undecided and log is not None:
+        why = "state dir not root-only" if not trusted else "partitions/features unknown"
+        log.warning("node %s: groups %s not applied (%s)", node, ", ".join(merged.undecided), why)
+    return merged
