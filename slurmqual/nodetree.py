@@ -88,6 +88,12 @@ class NodeSpec:
     kmsg: list[tuple[float, str]] = field(default_factory=list)
     boot_id: str = "5b1c2e4f-8a7d-4c3e-9f10-2d6b8e1a7c55"
     dcgm_fail: dict[int, str] = field(default_factory=dict)   # GPU index -> DCGM memory test warning
+    # `nvidia-smi nvlink -e`: (GPU index, link) -> {"replay"|"recovery"|"crc": count}
+    nvlink_errors: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
+    # RoCE NICs' `ethtool -S` flow-control counters (PFC on priority 3), idx -> {name: count},
+    # e.g. {2: {"tx_pause_storm_error_events": 1}}; and `mlnx_qos -i` trust, idx -> "pcp".
+    pause_counters: dict[int, dict[str, int]] = field(default_factory=dict)
+    qos_trust: dict[int, str] = field(default_factory=dict)
 
     def numa_of(self, i: int, kind: str) -> int:
         override = (self.gpu_numa if kind == "gpu" else self.nic_numa).get(i)
@@ -131,6 +137,12 @@ EXAMPLES: dict[str, tuple[str, NodeSpec]] = {
     "gpu-mig-on": ("GPU 1 left in MIG mode, persistence mode off", _roce(gpu_report={1: {"mig": "Enabled"},
                                                                                       4: {"persistence": "Disabled"}})),
     "nvlink-down": ("GPU 6 has NVLinks 3 and 11 inactive", _roce(nvlink_down={6: [3, 11]})),
+    "nvlink-errors": ("GPU 3 link 7: NVLink replay and CRC errors (bad lane on the baseboard)",
+                      _roce(nvlink_errors={(3, 7): {"replay": 412, "crc": 2301}})),
+    "roce-pfc-storm": ("mlx5_2 (ens3np0): PFC storm prevention fired (tx_pause_storm_error_events)",
+                       _roce(pause_counters={2: {"tx_pause_storm_warning_events": 4, "tx_pause_storm_error_events": 2}})),
+    "roce-trust-pcp": ("mlx5_4 (ens5np0) left at priority trust pcp after a reimage (fabric expects dscp)",
+                       _roce(qos_trust={4: "pcp"})),
     "dcgm-memory-fail": ("DCGM level-2 memory test fails on GPU 4",
                          _roce(dcgm_fail={4: "Error using CUDA API cudaMemcpy Check DCGM and system logs for errors. "
                                              "Reset GPU. Restart DCGM. Rerun diagnostics."})),
@@ -295,6 +307,8 @@ def _rdma_device(root: str, spec: NodeSpec, i: int, pcidev: str, bdf: str) -> No
         speed = spec.nic_netdev_speed.get(i, rate * 1000)
         _netdev(root, pcidev, netdev, speed, ecn=True, off_prios=spec.dcqcn_off.get(i, []))
         _write(f"{p}/gid_attrs/ndevs/0", netdev)
+        record_output(root, ["ethtool", "-S", netdev], ethtool_stats(spec.pause_counters.get(i, {})))
+        record_output(root, ["mlnx_qos", "-i", netdev], mlnx_qos(spec.qos_trust.get(i, "dscp")))
     else:
         _netdev(root, pcidev, f"ibp{int(bdf[5:7], 16)}s0", rate * 1000, ecn=False)
 
@@ -330,6 +344,7 @@ def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
     if spec.record_gpu_tools and gpu_bdfs:
         record_output(root, ["nvidia-smi", "-q", "-x"], smi_xml(spec, gpu_bdfs))
         record_output(root, ["nvidia-smi", "nvlink", "-s"], nvlink_status(spec, len(gpu_bdfs)))
+        record_output(root, ["nvidia-smi", "nvlink", "-e"], nvlink_errors(spec, len(gpu_bdfs)))
         record_output(root, ["dcgmi", "diag", "-r", "2", "-j"], dcgm_diag(spec, len(gpu_bdfs)),
                       rc=226 if spec.dcgm_fail else 0)
     if spec.nccl:  # as Debian/Ubuntu's libnccl2 installs it: real file plus soname links
@@ -490,6 +505,62 @@ def nvlink_status(spec: NodeSpec, n_gpus: int) -> str:
     return "\n".join(lines)
 
 
+def nvlink_errors(spec: NodeSpec, n_gpus: int) -> str:
+    """`nvidia-smi nvlink -e` as driver 5xx prints it on an H100 SXM: three
+    counters per link, a blank line between links (real output: SOURCES.tsv)."""
+    lines = []
+    for n in range(n_gpus):
+        lines.append(f"GPU {n}: NVIDIA H100 80GB HBM3 (UUID: GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d})")
+        down = spec.nvlink_down.get(n, [])
+        if len(down) >= 18:
+            lines.append("NVML: Unable to retrieve NVLink information as all links are inactive")
+            continue
+        links = [link for link in range(18) if link not in down]
+        for k, link in enumerate(links):
+            errs = spec.nvlink_errors.get((n, link), {})
+            for label, key in (("Replay Errors", "replay"), ("Recovery Errors", "recovery"), ("CRC Errors", "crc")):
+                lines.append(f"\t Link {link}: {label}: {errs.get(key, 0)}")
+            if k < len(links) - 1:
+                lines.append("")
+    return "\n".join(lines)
+
+
+def ethtool_stats(overrides: dict[str, int]) -> str:
+    """`ethtool -S <netdev>` of a ConnectX-7 (mlx5_core) with PFC on priority 3:
+    the physical-port and per-priority groups in en_stats.c's order (the
+    per-channel counters are left out); overrides replace counter values."""
+    values: dict[str, int] = {"rx_packets": 7210394411, "rx_bytes": 29981772301448, "tx_packets": 7198023551,
+                              "tx_bytes": 29930018440212, "rx_out_of_buffer": 0, "rx_discards_phy": 0,
+                              "tx_discards_phy": 0, "rx_pcs_symbol_err_phy": 0, "rx_corrected_bits_phy": 0,
+                              "link_down_events_phy": 0, "rx_pause_ctrl_phy": 0, "tx_pause_ctrl_phy": 0}
+    for p in range(8):
+        traffic = 7190000000 if p == 3 else 0
+        values |= {f"rx_prio{p}_bytes": traffic * 4096, f"rx_prio{p}_packets": traffic, f"rx_prio{p}_discards": 0,
+                   f"tx_prio{p}_bytes": traffic * 4096, f"tx_prio{p}_packets": traffic}
+    values |= {"rx_prio3_pause": 0, "rx_prio3_pause_duration": 0, "tx_prio3_pause": 0, "tx_prio3_pause_duration": 0,
+               "rx_prio3_pause_transition": 0, "tx_pause_storm_warning_events": 0, "tx_pause_storm_error_events": 0,
+               "module_unplug": 0, "module_bus_stuck": 0, "module_high_temp": 0, "module_bad_shorted": 0}
+    values |= overrides
+    return "NIC statistics:\n" + "\n".join(f"     {k}: {v}" for k, v in values.items())
+
+
+def mlnx_qos(trust: str) -> str:
+    """`mlnx_qos -i <netdev>` (mlnx-tools) with OS-controlled DCBX and PFC on
+    priority 3, as the real outputs in ../shared/samples/mlx show it."""
+    lines = ["DCBX mode: OS controlled", f"Priority trust state: {trust}"]
+    if trust == "dscp":
+        lines.append("dscp2prio mapping:")
+        for p in range(8):
+            lines.append(f"        prio:{p} dscp:" + "".join(f"{d:02d}," for d in range(p * 8 + 7, p * 8 - 1, -1)))
+    lines += ["Receive buffer size (bytes): 130944,130944,0,0,0,0,0,0,", "Cable len: 7", "PFC configuration:",
+              "        priority    0   1   2   3   4   5   6   7",
+              "        enabled     0   0   0   1   0   0   0   0   ",
+              "        buffer      0   0   0   1   0   0   0   0   "]
+    for tc, prio in enumerate((1, 0, 2, 3, 4, 5, 6, 7)):
+        lines += [f"tc: {tc} ratelimit: unlimited, tsa: vendor", f"         priority:  {prio}"]
+    return "\n".join(lines)
+
+
 def build(name_or_spec: str | NodeSpec, dest: str) -> str:
     """Materialise a named example (see EXAMPLES) or a NodeSpec under dest."""
     if isinstance(name_or_spec, str):
@@ -551,3 +622,27 @@ def _replace(path: str, text: str) -> None:
 def set_aer(root: str, bdf: str, kind: str, errors: dict[str, int]) -> None:
     """Rewrite one AER statistics file, e.g. set_aer(root, bdf, "nonfatal", {"CmpltTO": 2})."""
     _replace(f"{root}/sys/bus/pci/devices/{bdf}/aer_dev_{kind}", _aer_text(kind, errors) + "\n")
+
+
+def set_nvlink_errors(root: str, errors: dict[tuple[int, int], dict[str, int]], n_gpus: int = 8) -> None:
+    """Re-record `nvidia-smi nvlink -e` with these counters, e.g.
+    set_nvlink_errors(root, {(3, 7): {"replay": 5}}) (the counters never go down
+    on a real node until a reset)."""
+    _record_atomic(root, ["nvidia-smi", "nvlink", "-e"], nvlink_errors(NodeSpec(nvlink_errors=errors), n_gpus))
+
+
+def set_pause_counters(root: str, nic: int, counters: dict[str, int]) -> None:
+    """Re-record `ethtool -S ens<nic+1>np0` with these flow-control counter values."""
+    _record_atomic(root, ["ethtool", "-S", f"ens{nic + 1}np0"], ethtool_stats(counters))
+
+
+def set_qos_trust(root: str, nic: int, trust: str) -> None:
+    """Re-record `mlnx_qos -i ens<nic+1>np0` with this priority trust ("dscp", "pcp")."""
+    _record_atomic(root, ["mlnx_qos", "-i", f"ens{nic + 1}np0"], mlnx_qos(trust))
+
+
+def _record_atomic(root: str, argv: list[str], stdout: str) -> None:
+    """Replace a recorded output in one rename, so a hook reading it meanwhile
+    (the health check of a running test cluster) never sees half a file."""
+    name = "_".join(a.replace("/", "%") for a in argv)
+    _replace(f"{root}{RECORDED_DIR}/{name}.out", stdout if stdout.endswith("\n") else stdout + "\n")

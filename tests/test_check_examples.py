@@ -15,7 +15,8 @@ BROKEN = {
     "pcie-degraded": "pcie_link", "ib-counters-high": "ib_counters", "pcie-aer-nonfatal": "pcie_aer",
     "gpu-remap-pending": "gpu_memory", "gpu-remap-failed": "gpu_memory", "gpu-mig-on": "gpu_state",
     "nvlink-down": "nvlink", "fabric-manager-down": "fabric_manager", "xid-79": "xid",
-    "dcgm-memory-fail": "dcgm",
+    "dcgm-memory-fail": "dcgm", "nvlink-errors": "nvlink", "roce-pfc-storm": "roce_qos",
+    "roce-trust-pcp": "roce_qos",
 }
 STANDARD = [n for n, s in REGISTRY.items() if s.level in ("standard", "slow")]
 

@@ -11,7 +11,8 @@ branches; the `-q` text parser exists for the dumps admins paste (and the
 public ones our tests use) and fills the same record.
 
 NVLink state is not in `-q -x`: `nvidia-smi nvlink -s` (text) is parsed
-by `parse_nvlink_status`.
+by `parse_nvlink_status`, the per-link error counters of `nvidia-smi nvlink -e`
+by `parse_nvlink_errors`.
 """
 
 from __future__ import annotations
@@ -285,6 +286,48 @@ def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
         m = _NVL_LINK.match(line)
         if m:
             out[-1].links[int(m.group(1))] = _num(m.group(2)) if "inactive" not in m.group(2) else None
+    return out
+
+
+# -- NVLink error counters (`nvidia-smi nvlink -e`) -----------------------------
+
+_NVL_COUNTER = re.compile(r"^\s*Link (\d+): ([A-Za-z][A-Za-z -]*?):\s*(\S+)\s*$")
+
+
+@dataclass
+class NvlinkErrors:
+    index: int
+    name: str
+    uuid: str | None
+    links: dict[int, dict[str, int]] = field(default_factory=dict)   # link -> counter -> value
+
+
+def counter_key(label: str) -> str:
+    """'Replay Errors' -> 'replay', 'CRC Errors' -> 'crc', 'Link recovery failed
+    events' -> 'link_recovery_failed_events': the names checks.nvlink.error_limits uses."""
+    key = re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
+    return key[:-7] if key.endswith("_errors") else key
+
+
+def parse_nvlink_errors(text: str) -> list[NvlinkErrors]:
+    """`nvidia-smi nvlink -e`: per GPU, 'Link N: <Counter name>: <count>' lines
+    (R535/R550 on Hopper/Ampere: Replay Errors, Recovery Errors, CRC Errors;
+    newer drivers print more names). Blank lines between links, the '[...]' of
+    pasted excerpts and values that are not counts (N/A, BER floats, the
+    'FEC Errors - N' histogram) are skipped; a GPU whose links are all down
+    prints the NVML 'all links are inactive' line and has no links."""
+    out: list[NvlinkErrors] = []
+    for line in text.splitlines():
+        m = _NVL_GPU.match(line.strip())
+        if m:
+            out.append(NvlinkErrors(int(m.group(1)), m.group(2), m.group(3)))
+            continue
+        if not out:
+            continue
+        m = _NVL_COUNTER.match(line)
+        if not m or m.group(2).startswith("FEC Errors") or not m.group(3).isdigit():
+            continue
+        out[-1].links.setdefault(int(m.group(1)), {})[counter_key(m.group(2))] = int(m.group(3))
     return out
 
 
