@@ -337,3 +337,23 @@ def test_check_command_applies_hostlist_group(tmp_path):
     other = cli("check", "--config", str(cfg), "--node", "n2", "--json", env=env)
     assert json.loads(ok.stdout)["status"] == "pass" and ok.returncode == 0, ok.stdout
     assert json.loads(other.stdout)["status"] == "fail" and other.returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["garbage", "fifo", "other-node"])
+def test_bad_facts_file_means_asking_slurm_again(tmp_path, kind):
+    """A facts file that is not ours (garbage, a FIFO that would block, another
+    node's record) is ignored and replaced, never trusted or waited on."""
+    bindir, calls = stub_scontrol(tmp_path)
+    c = facts_config(tmp_path, bindir)
+    path = tmp_path / "state/facts/n1.json"
+    path.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "garbage":
+        path.write_text("{not json")
+    else:
+        path.write_text(json.dumps({"node": "n2", "time": time.time(), "tried": time.time(),
+                                    "partitions": ["h200"], "features": ["nvswitch", "sxm"]}))
+    assert nodefacts.read(str(tmp_path / "state"), "n1") is None
+    node = nodefacts.node_config(c, "n1", hook="prolog")
+    assert node.applied == ("h200", "nvswitch-h200") and calls_of(calls) == ["show node n1 --oneliner"]
