@@ -62,10 +62,15 @@ def write_node_metrics(directory: str, node: str, results: list[CheckResult], no
     return _write(directory, _file_name("node", node), reg)
 
 
-def _test_and_kind(key: str, default_test: str) -> tuple[str, str]:
-    """Analysis median keys are `<test>:<kind>` (older runs: just `<kind>`)."""
-    test, sep, kind = key.partition(":")
-    return (test, kind) if sep else (default_test, key)
+def _key_labels(key: str, default_test: str) -> dict[str, str]:
+    """Labels of an analysis key: `<test>:<kind>[:<gpu model>]` (intra medians are
+    per GPU model; pair keys have none); older runs' keys are just `<kind>`."""
+    from .burnin.analyze import split_key
+
+    if ":" not in key:
+        return {"test": default_test, "kind": key, "gpu_model": ""}
+    test, kind, model = split_key(key)
+    return {"test": test, "kind": kind, "gpu_model": model or ""}
 
 
 def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str = "all_reduce",
@@ -77,8 +82,11 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
     paths = []
     for node, v in sorted(analysis.get("nodes", {}).items()):
         reg = CollectorRegistry()
-        busbw = Gauge("slurmqual_busbw_bytes_per_second", "Node's burn-in bus bandwidth score",
+        busbw = Gauge("slurmqual_busbw_bytes_per_second", "Node's burn-in bus bandwidth score (the key that judged it)",
                       ["node", "test"], registry=reg)
+        per_key = Gauge("slurmqual_busbw_key_bytes_per_second",
+                        "Node's burn-in bus bandwidth score per measurement key (labels as the fleet median's)",
+                        ["node", "test", "kind", "gpu_model"], registry=reg)
         qualified = Gauge("slurmqual_qualified", "1 if the node passed its last burn-in, else 0", ["node"],
                           registry=reg)
         when = Gauge("slurmqual_burnin_node_last_run_timestamp_seconds", "Unix time of the node's last burn-in verdict",
@@ -88,17 +96,19 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
 
             key, _median = median_for(analysis, node)  # the key (test) that judged this node
             busbw.labels(node=node, test=key.partition(":")[0] if key else test).set(float(v["score"]) * GB)
+        for key, kv in sorted((v.get("keys") or {}).items()):
+            if kv.get("score") is not None:  # e.g. alltoall next to all_reduce, intra next to pair
+                per_key.labels(node=node, **_key_labels(key, test)).set(float(kv["score"]) * GB)
         qualified.labels(node=node).set(1 if v.get("verdict") == "pass" else 0)
         when.labels(node=node).set(now)
         paths.append(_write(directory, _file_name("burnin_node", node), reg))
     if fleet:
         reg = CollectorRegistry()
         median = Gauge("slurmqual_fleet_median_busbw_bytes_per_second", "Fleet median bus bandwidth of the last burn-in",
-                       ["test", "kind"], registry=reg)
+                       ["test", "kind", "gpu_model"], registry=reg)
         for key, value in sorted(analysis.get("median", {}).items()):
             if value is not None:
-                t, kind = _test_and_kind(key, test)
-                median.labels(test=t, kind=kind).set(float(value) * GB)
+                median.labels(**_key_labels(key, test)).set(float(value) * GB)
         last = Gauge("slurmqual_burnin_last_run_timestamp_seconds", "Unix time of the last fleet burn-in analysis",
                      registry=reg)
         last.set(now)

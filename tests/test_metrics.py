@@ -8,6 +8,8 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleet import Fabric, run
+from slurmqual.burnin.analyze import Params, analyze
 from slurmqual.metrics import write_burnin_metrics, write_node_metrics
 from slurmqual.result import CheckResult, Status
 
@@ -57,35 +59,55 @@ def test_node_metrics_encode_each_status_and_versions(tmp_path):
     _promtool(path)
 
 
-ANALYSIS = {
-    "median": {"all_reduce:pair": 180.0, "all_reduce:intra": 456.0},
-    "threshold": 0.9,
-    "nodes": {"n1": {"verdict": "pass", "score": 181.5}, "n2": {"verdict": "fail", "score": 120.0},
-              "n3": {"verdict": "untested", "score": None}},
-    "suspect_links": [], "drain": ["n2"], "guard_tripped": False,
-}
+NODES = [f"n{i}" for i in range(1, 13)]
+
+
+def analysis_of(fabric: Fabric, tests=("all_reduce",), scope=NODES) -> dict:
+    """What `burnin analyze` writes: analyze() on the fleet model's measurements."""
+    return analyze(run(NODES, fabric, seed=5, tests=tests), scope, Params()).to_dict()
 
 
 def test_burnin_metrics_in_base_units_one_file_per_node(tmp_path):
-    paths = write_burnin_metrics(str(tmp_path), ANALYSIS, 1700000100.0)
+    a = analysis_of(Fabric(net={"n2": 0.6}, noise=0.005, pairless={"n3"}), tests=("all_reduce", "alltoall"))
+    assert a["nodes"]["n2"]["verdict"] == "fail" and a["nodes"]["n3"]["verdict"] == "untested"
+    paths = write_burnin_metrics(str(tmp_path), a, 1700000100.0)
     got = _samples(paths)
-    assert got[("slurmqual_busbw_bytes_per_second", (("node", "n1"), ("test", "all_reduce")))] == 181.5e9
+    n1 = a["nodes"]["n1"]
+    assert got[("slurmqual_busbw_bytes_per_second", (("node", "n1"), ("test", n1["key"].split(":")[0])))] == \
+        pytest.approx(n1["score"] * 1e9)
     assert got[("slurmqual_qualified", (("node", "n2"),))] == 0
     assert got[("slurmqual_qualified", (("node", "n1"),))] == 1
     assert got[("slurmqual_qualified", (("node", "n3"),))] == 0
-    assert ("slurmqual_busbw_bytes_per_second", (("node", "n3"), ("test", "all_reduce"))) not in got
-    assert got[("slurmqual_fleet_median_busbw_bytes_per_second", (("kind", "pair"), ("test", "all_reduce")))] == 180e9
-    assert got[("slurmqual_fleet_median_busbw_bytes_per_second", (("kind", "intra"), ("test", "all_reduce")))] == 456e9
+    # n3 has intra scores but no pair evidence: no judged score, its per-key scores still shown
+    assert not any(k[0] == "slurmqual_busbw_bytes_per_second" and ("node", "n3") in k[1] for k in got)
+    h100 = "NVIDIA H100 80GB HBM3"
+    for test in ("all_reduce", "alltoall"):
+        for kind, model in (("pair", ""), ("intra", h100)):
+            key = f"{test}:{kind}:{model}" if model else f"{test}:{kind}"
+            labels = (("gpu_model", model), ("kind", kind))
+            assert got[("slurmqual_fleet_median_busbw_bytes_per_second", labels + (("test", test),))] == \
+                pytest.approx(a["median"][key] * 1e9)
+            assert got[("slurmqual_busbw_key_bytes_per_second", labels + (("node", "n2"), ("test", test)))] \
+                == pytest.approx(a["nodes"]["n2"]["keys"][key]["score"] * 1e9)
+        intra_n3 = ("slurmqual_busbw_key_bytes_per_second", (("gpu_model", h100), ("kind", "intra"), ("node", "n3"),
+                                                              ("test", test)))
+        assert intra_n3 in got
     for p in paths:
         _promtool(p)
 
 
 def test_requalify_of_one_node_keeps_the_fleets_metrics(tmp_path):
-    write_burnin_metrics(str(tmp_path), ANALYSIS, 1700000100.0)
-    requal = {"median": {"all_reduce:pair": 170.0}, "threshold": 0.9, "nodes": {"n2": {"verdict": "pass", "score": 179.0}},
-              "suspect_links": [], "drain": [], "guard_tripped": False}
+    fleet = analysis_of(Fabric(net={"n2": 0.6}, noise=0.005))
+    write_burnin_metrics(str(tmp_path), fleet, 1700000100.0)
+    # The requalify of the repaired n2 against two references, judged at the fleet's level.
+    few = ["n2", "n5", "n6"]
+    requal = analyze(run(few, Fabric(noise=0.005), seed=6), few, Params(), fleet_level=fleet["median"],
+                     trusted={"n5", "n6"}).to_dict()
+    assert requal["nodes"]["n2"]["verdict"] == "pass"
     write_burnin_metrics(str(tmp_path), requal, 1700000200.0, fleet=False)
     got = _samples([str(tmp_path / f) for f in sorted(os.listdir(tmp_path)) if f.endswith(".prom")])
     assert got[("slurmqual_qualified", (("node", "n1"),))] == 1  # the other nodes are still there
     assert got[("slurmqual_qualified", (("node", "n2"),))] == 1
-    assert got[("slurmqual_fleet_median_busbw_bytes_per_second", (("kind", "pair"), ("test", "all_reduce")))] == 180e9
+    pair = (("gpu_model", ""), ("kind", "pair"), ("test", "all_reduce"))
+    assert got[("slurmqual_fleet_median_busbw_bytes_per_second", pair)] == \
+        pytest.approx(fleet["median"]["all_reduce:pair"] * 1e9)
