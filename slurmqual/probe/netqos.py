@@ -19,7 +19,7 @@ class QosError(Exception):
     """Tool output we cannot read; the message says what is wrong."""
 
 
-_STAT = re.compile(r"^\s+([A-Za-z0-9_]+):\s+(\d+)\s*$")
+_STAT = re.compile(r"^\s+([^\s:]+):\s+(\d+)\s*$")   # names may hold dots: ice "tx_priority_0_xon.nic"
 _PAUSE = re.compile(r"^(rx|tx)_(prio[0-7]|global)_pause(_duration|_transition)?$")
 STORM_WARNING = "tx_pause_storm_warning_events"
 STORM_ERROR = "tx_pause_storm_error_events"
