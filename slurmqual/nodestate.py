@@ -21,7 +21,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from .records import dataclass, field
 
 _RANK = {"pass": 0, "na": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
 VERSION_FIELDS = ("driver", "nic_fw", "kernel", "nccl")

@@ -3,7 +3,7 @@ asked, under its PCIe switch); otherwise GPU traffic crosses the CPU interconnec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..records import dataclass
 
 from ..probe import pci
 from ..result import CheckResult, Status

@@ -3,7 +3,7 @@ NCCL runs at the pace of the slowest rail, so one port at 200G slows the job."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..records import dataclass
 
 from ..probe import rdma
 from ..result import CheckResult, Status

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..records import dataclass
 
 from ..fsroot import FsError, FsRoot
 

@@ -7,7 +7,7 @@ needs them, so a missing `rate` file errors nic_link without hiding dcqcn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ..records import dataclass
 
 from ..fsroot import FsError, FsRoot
 
