@@ -26,13 +26,25 @@ PROLOG_TARGET = 3.0
 STANDARD_TARGET_S = 2.0
 
 
+def wall(argv: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    return time.perf_counter() - start
+
+
 def median_wall(argv: list[str], runs: int, env: dict) -> float:
-    times = []
+    return statistics.median(wall(argv, env) for _ in range(runs))
+
+
+def paired_medians(a: list[str], b: list[str], runs: int, env: dict) -> tuple[float, float]:
+    """Median wall times of a and b run alternately (a, b, a, b, ...), so
+    that load from other work on the machine falls on both alike instead of
+    on whichever block of runs it happened to overlap."""
+    ta, tb = [], []
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        ta.append(wall(a, env))
+        tb.append(wall(b, env))
+    return statistics.median(ta), statistics.median(tb)
 
 
 def slurmd_prolog_env(work: str, config: str) -> dict:
@@ -95,8 +107,7 @@ def main() -> int:
         if first.returncode != 0:
             print(f"prolog failed on the healthy example (exit {first.returncode}): {first.stderr[-400:]}")
             return 2
-        base = median_wall([python, "-c", "pass"], args.runs, env)
-        hook = median_wall([prolog], args.runs, env)
+        base, hook = paired_medians([python, "-c", "pass"], [prolog], args.runs, env)
         check_env = dict(env, PATH=os.environ.get("PATH", "/usr/bin:/bin"))
         fast = median_wall([python, "-m", "slurmqual", "check", "--config", config], args.runs, check_env)
         std = median_wall([python, "-m", "slurmqual", "check", "--config", config, "--level", "standard"],

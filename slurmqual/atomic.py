@@ -5,12 +5,11 @@ fsync, then rename over the target."""
 from __future__ import annotations
 
 import os
-import secrets
 
 
 def write_text(path: str, text: str, mode: int = 0o644) -> None:
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")  # not secrets: ~3 ms of imports
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

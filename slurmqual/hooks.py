@@ -21,13 +21,14 @@ Rules (each one a lesson from the field):
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import traceback
 
-from .result import CheckResult, Status, worst
-from .slurm import reason as reasons
+from .result import CheckResult, Status
+
+# Imported where needed, not here: traceback and logging (the failure paths),
+# slurm.reason (its package imports the Slurm adapters). A passing prolog runs
+# before every job and should import no more than it uses.
 
 LEVEL = {"prolog": "fast", "epilog": "standard", "healthcheck": "standard"}
 
@@ -45,6 +46,8 @@ def node_name(env: dict) -> str:
 
 
 def drain_reason(failed: list[CheckResult]) -> str:
+    from .slurm import reason as reasons
+
     first = failed[0]
     return reasons.make(first.name, first.message, others=[r.name for r in failed[1:]])
 
@@ -85,6 +88,8 @@ def run(hook: str, env: dict | None = None) -> int:
             signal.alarm(0)  # the hook is over; never leave an alarm behind in the caller
     except Exception as exc:  # noqa: BLE001 - a slurmqual bug must not drain a fleet
         signal.alarm(0)
+        import traceback
+
         from .hooklog import setup
 
         log = log or setup(config["hooks"] if config else None)
@@ -92,6 +97,7 @@ def run(hook: str, env: dict | None = None) -> int:
         if config is not None and config["hooks"]["drain_on_internal_error"]:
             try:
                 from .slurm import get_adapter
+                from .slurm import reason as reasons
 
                 get_adapter(config).drain([node_name(env)], reasons.make("internal", f"{type(exc).__name__}: {exc}"))
             except Exception:  # noqa: BLE001
@@ -248,6 +254,7 @@ def _on_pass(hook, node, results, info, state, adapter, config, log) -> int:
     drain needs requalify or `slurmqual resume`."""
     from . import policy
     from .slurm import SlurmError
+    from .slurm import reason as reasons
 
     decision = policy.may_resume(info, "hook")
     if not decision:
@@ -289,6 +296,7 @@ def _error_hold(hook, node, errors, info, state, adapter, config, log) -> int:
     node passes now (errors never drain), else re-reason the drain to say that
     check cannot judge, so an admin sees why the node stays out."""
     from .slurm import SlurmError
+    from .slurm import reason as reasons
 
     now = time.time()
     since = state.error_since if state is not None and state.error_since is not None else now

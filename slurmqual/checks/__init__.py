@@ -62,31 +62,54 @@ class CheckSpec:
         return f"CheckSpec({self.name!r}, {self.level!r})"
 
 
+def _module_names() -> list[str]:
+    """Check modules of this package (one listdir: no import)."""
+    return sorted(f[:-3] for f in os.listdir(os.path.dirname(__file__)) if f.endswith(".py") and not f.startswith("_"))
+
+
+def _spec_of(name: str) -> CheckSpec | None:
+    """The SPEC of check module `name` (imported now), None if it declares none."""
+    module = importlib.import_module(f"{__name__}.{name}")
+    spec = getattr(module, "SPEC", None)
+    if spec is not None and spec.name != name:
+        raise ImportError(f"{module.__name__}: SPEC.name {spec.name!r} differs from the module name")
+    return spec
+
+
+def _ordered(specs) -> dict[str, CheckSpec]:
+    return {s.name: s for s in sorted(specs, key=lambda s: (s.rank, s.name))}
+
+
 def _discover() -> dict[str, CheckSpec]:
     """Every module of this package with a SPEC, in rank order."""
-    here = os.path.dirname(__file__)
-    specs = []
-    for fname in os.listdir(here):
-        if not fname.endswith(".py") or fname.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{fname[:-3]}")
-        spec = getattr(module, "SPEC", None)
-        if spec is None:
-            continue
-        if spec.name != fname[:-3]:
-            raise ImportError(f"{module.__name__}: SPEC.name {spec.name!r} differs from the module name")
-        specs.append(spec)
-    specs.sort(key=lambda s: (s.rank, s.name))
-    return {s.name: s for s in specs}
+    return _ordered(s for s in map(_spec_of, _module_names()) if s is not None)
 
 
-# Stable IDs: users put them in configs and they appear in drain reasons.
-REGISTRY: dict[str, CheckSpec] = _discover()
+REGISTRY: dict[str, CheckSpec]  # not assigned here: built by registry() on first use
+
+
+def registry() -> dict[str, CheckSpec]:
+    """REGISTRY, built on first use: a hook that names its checks (select with
+    names) imports only those modules, not all of them and their probes."""
+    global REGISTRY
+    try:
+        return REGISTRY
+    except NameError:
+        REGISTRY = _discover()
+        return REGISTRY
+
+
+def __getattr__(name: str):
+    # Stable IDs: users put them in configs and they appear in drain reasons.
+    # `checks.REGISTRY` / `from slurmqual.checks import REGISTRY`: every check, in rank order.
+    if name == "REGISTRY":
+        return registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_checks(hook: str) -> list[str]:
     """The checks a hook runs when the site config does not list them."""
-    return [s.name for s in REGISTRY.values() if hook in s.hooks]
+    return [s.name for s in registry().values() if hook in s.hooks]
 
 
 class Context:
@@ -135,7 +158,11 @@ class Context:
         """NVIDIA GPUs on PCI, or the driver's list where sysfs has none."""
         from ..probe import pci
 
-        return self.probe("gpus", lambda: pci.gpus(self.fs))
+        def find() -> list:
+            # The PCI listing the other probes share (one walk of /sys/bus/pci, not two).
+            return [d for d in self.pci_devices() if d.is_gpu] or pci.gpus(self.fs)
+
+        return self.probe("gpus", find)
 
     def modules(self) -> set[str]:
         """Loaded kernel modules."""
@@ -228,16 +255,22 @@ def recorded_output(fs: FsRoot, argv: list[str], check: bool = True):
 
 def select(names: list[str] | None, level: str) -> list[CheckSpec]:
     """Checks to run: the named ones (in registry order) limited to the level.
-    `fast` runs fast checks; `standard` adds standard ones; `slow` runs all."""
+    `fast` runs fast checks; `standard` adds standard ones; `slow` runs all.
+    Named checks are imported alone (the prolog's path); unknown names are ignored."""
     allowed = set(LEVELS[:LEVELS.index(level) + 1])
-    wanted = REGISTRY.keys() if names is None else names
-    return [REGISTRY[n] for n in REGISTRY if n in wanted and REGISTRY[n].level in allowed]
+    if names is None:
+        return [s for s in registry().values() if s.level in allowed]
+    if "REGISTRY" in globals():
+        known = REGISTRY
+    else:
+        modules = set(_module_names())
+        known = _ordered(s for s in (_spec_of(n) for n in set(names) if n in modules) if s is not None)
+    return [s for n, s in known.items() if n in names and s.level in allowed]
 
 
 def run_one(spec: CheckSpec, ctx: Context) -> CheckResult:
     """Run one check; an exception inside it becomes `error`, never a crash."""
     from ..fsroot import FsError
-    from ..hints import hint_for
 
     try:
         module = importlib.import_module(f"{__name__}.{spec.name}")
@@ -249,6 +282,8 @@ def run_one(spec: CheckSpec, ctx: Context) -> CheckResult:
         result.devices = []
         ctx.memo.setdefault("_tracebacks", []).append((spec.name, _format_tb()))
     if not result.hint and result.status in (Status.FAIL, Status.WARN, Status.ERROR):
+        from ..hints import hint_for  # builds every check's hint: only when one is needed
+
         result.hint = hint_for(spec.name, result.status)
     return result
 
