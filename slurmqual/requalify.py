@@ -334,12 +334,15 @@ class Requalify:
             time.sleep(2)
         else:
             raise RequalifyError(f"burn-in did not finish within 4 h (see {sub['run_dir']}/logs)")
-        self.jobs = []
         try:
             with open(path) as fh:
-                return json.load(fh)
+                analysis = json.load(fh)
         except (OSError, ValueError):
+            # E.g. the analysis job was cancelled while the array still runs: the
+            # array stays in self.jobs so the cleanup cancels it (and the reservation can go).
             raise RequalifyError(f"burn-in produced no analysis (see {sub['run_dir']}/logs)") from None
+        self.jobs = []
+        return analysis
 
     def _verdicts(self, analysis: dict, failed_checks: dict[str, str], before: dict[str, float]) -> dict:
         summary = {}
