@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 
 
-def write_text(path: str, text: str, mode: int = 0o644) -> None:
+def write_text(path: str, text: str, mode: int = 0o644, *, durable: bool = True) -> None:
+    """durable=False skips the fsync: for a file that is rewritten often and
+    whose loss in a crash costs nothing (a reader then finds the old file, or
+    on some filesystems an empty one, and must treat that as unreadable)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")  # not secrets: ~3 ms of imports
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
@@ -15,7 +18,8 @@ def write_text(path: str, text: str, mode: int = 0o644) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)  # rename replaces a symlink itself, never writes through it
     except BaseException:
         try:

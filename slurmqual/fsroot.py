@@ -117,17 +117,26 @@ class FsRoot:
         symlink followed, clamped at the root. Missing components are kept
         as they are, like `realpath -m`. A directory's resolution is
         remembered for this FsRoot's life, so sibling files cost one lookup."""
-        parent, _, name = path.rstrip("/").rpartition("/")
-        if name in ("", ".", ".."):
+        node = self._in_parent(path)
+        if node is None:
             return self._resolve(path)
-        base = self._dirs.get(parent)
-        if base is None:
-            base = self._resolve(parent or "/")
-            self._dirs[parent] = base
-        node = base.rstrip("/") + "/" + name
         if self._readlink(self._host(node)) is None:
             return node
         return self._resolve(node)
+
+    def _in_parent(self, path: str) -> str | None:
+        """path with its directory resolved (remembered) and its last component
+        as it is; None when that component is '', '.' or '..'. A directory
+        resolves through its own parent's remembered resolution, so a deep
+        sysfs path costs one new lookup, not one per component."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if name in ("", ".", ".."):
+            return None
+        base = self._dirs.get(parent)
+        if base is None:
+            base = self.resolve(parent) if parent else "/"
+            self._dirs[parent] = base
+        return base.rstrip("/") + "/" + name
 
     def _resolve(self, path: str) -> str:
         parts = [p for p in path.split("/") if p]
@@ -181,10 +190,24 @@ class FsRoot:
         return self._host(self.resolve(path))
 
     # -- reads -----------------------------------------------------------
+    def _read_bytes(self, path: str) -> bytes:
+        if self.root == "/":
+            return read_regular(path, MAX_NODE_FILE)
+        node = self._in_parent(path)
+        if node is not None:
+            # Most attributes are plain files: open without following a last
+            # symlink, and only resolve it by hand (inside the root) when it is one.
+            try:
+                return read_regular(self._host(node), MAX_NODE_FILE, nofollow=True)
+            except NotRegularFile as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+        return read_regular(self._host(self.resolve(path)), MAX_NODE_FILE)
+
     def read(self, path: str) -> str:
         """Text content, stripped of the trailing newline. Raises FsError."""
         try:
-            data = read_regular(self.host_path(path), MAX_NODE_FILE)
+            data = self._read_bytes(path)
         except FileNotFoundError:
             raise FsError(path, "missing") from None
         except PermissionError:

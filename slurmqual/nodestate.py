@@ -134,9 +134,10 @@ def read_all(state_dir: str, names: set[str] | None = None) -> tuple[dict[str, N
     return out, bad
 
 
-def update(state_dir: str, node: str, change: Callable[[NodeState], None]) -> NodeState:
+def update(state_dir: str, node: str, change: Callable[[NodeState], None], *, durable: bool = True) -> NodeState:
     """Read (or start) the node's state, apply `change`, write it back, under the node's lock.
-    An unreadable old file is replaced rather than blocking the hook forever."""
+    An unreadable old file is replaced rather than blocking the hook forever.
+    durable=False: no fsync (see record_run)."""
     import fcntl
 
     from .atomic import ensure_dir, write_text
@@ -151,7 +152,7 @@ def update(state_dir: str, node: str, change: Callable[[NodeState], None]) -> No
         except StateError:
             st = NodeState(node)
         change(st)
-        write_text(target, json.dumps(st.to_dict()))
+        write_text(target, json.dumps(st.to_dict()), durable=durable)
         return st
     finally:
         os.close(fd)  # closing releases the lock
@@ -159,6 +160,11 @@ def update(state_dir: str, node: str, change: Callable[[NodeState], None]) -> No
 
 def record_run(state_dir: str, node: str, hook: str, results: Iterable, versions: dict | None,
                now: float | None = None) -> NodeState:
+    """Merge one hook run's results. Every prolog writes this (before every
+    job), so without an fsync: a job's start never waits on the disk behind
+    the node's other I/O. A crash may lose the last results (or, on some
+    filesystems, leave an empty file: read as unreadable, so the next hook
+    asks Slurm again); drain records (`_set_drain` in hooks.py) stay durable."""
     now = time.time() if now is None else now
     results = list(results)
-    return update(state_dir, node, lambda st: st.merge(hook, results, versions, now))
+    return update(state_dir, node, lambda st: st.merge(hook, results, versions, now), durable=False)

@@ -1,0 +1,59 @@
+"""The prolog runs before every job: a passing one imports only what it uses
+(bench/bench_check_fast.py measures the time; this guards the imports that
+used to cost it), and the deferred logger still writes when there is something
+to say."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from slurmqual.nodetree import build, remove_module
+
+# Each one cost the prolog milliseconds before every job, and none is needed by a pass.
+NOT_ON_A_PASS = ("pydantic", "requests", "tomllib", "logging", "dataclasses", "traceback", "secrets",
+                 "slurmqual.slurm", "slurmqual.hints", "slurmqual.config_schema")
+
+PROBE = ("import sys; from slurmqual.hooks import run; rc = run('prolog'); "
+         "print(rc, ' '.join(sorted(m for m in sys.modules if m in {names!r} or m.startswith('slurmqual.checks.'))))")
+
+
+def site(tmp_path, example: str = "h100-roce-healthy"):
+    root = build(example, str(tmp_path / "tree"))
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[node]\nroot = "{root}"\n[fabric]\nnics = 8\n[slurm]\nbin_dir = "{tmp_path}/no-slurm"\n'
+                   f'[hooks]\nsyslog = false\nlog_file = "{tmp_path}/log/sq.log"\nstate_dir = "{tmp_path}/state"\n')
+    os.chmod(tmp_path, 0o755)
+    env = {"SLURMD_NODENAME": "n1", "SLURMQUAL_CONFIG": str(cfg), "SLURMQUAL_CACHE_DIR": str(tmp_path / "cache"),
+           "SLURM_JOB_ID": "42", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}
+    return root, env
+
+
+def prolog(env: dict) -> tuple[int, set[str]]:
+    """Run the prolog in a fresh interpreter: its exit code and the modules it imported."""
+    code = PROBE.format(names=set(NOT_ON_A_PASS))
+    out = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True)
+    rc, _, modules = out.stdout.strip().partition(" ")
+    return int(rc), set(modules.split())
+
+
+def test_passing_prolog_imports_no_heavy_module_and_only_its_own_checks(tmp_path):
+    _root, env = site(tmp_path)
+    prolog(env)  # the first run after a config change validates it (pydantic) and caches the result
+    rc, modules = prolog(env)
+    assert rc == 0
+    assert not modules & set(NOT_ON_A_PASS), modules & set(NOT_ON_A_PASS)
+    checks = {m.removeprefix("slurmqual.checks.") for m in modules if m.startswith("slurmqual.checks.")}
+    assert "peermem" in checks and "xid" not in checks and "dcgm" not in checks  # standard/slow: not imported
+    assert (tmp_path / "state/nodes/n1.json").exists()
+
+
+def test_failing_prolog_still_logs_through_the_deferred_logger(tmp_path):
+    root, env = site(tmp_path)
+    prolog(env)
+    remove_module(root, "nvidia_peermem")
+    rc, modules = prolog(env)
+    assert rc == 1 and "logging" in modules
+    logged = (tmp_path / "log/sq.log").read_text()
+    assert "prolog n1: peermem fail: " in logged and "cannot read node state from Slurm" in logged  # none here
