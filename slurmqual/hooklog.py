@@ -50,11 +50,18 @@ def _formatter_class() -> type:
     return SafeFormatter
 
 
+def _safe_formatter() -> type:
+    """SafeFormatter, defined (importing logging) on first use."""
+    cls = globals().get("SafeFormatter")
+    if cls is None:
+        cls = globals()["SafeFormatter"] = _formatter_class()
+    return cls
+
+
 def __getattr__(name: str):
     # hooklog.SafeFormatter (a logging.Formatter) exists once something asks for it.
     if name == "SafeFormatter":
-        cls = globals()["SafeFormatter"] = _formatter_class()
-        return cls
+        return _safe_formatter()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -163,7 +170,7 @@ def _configure(hooks_cfg: dict | None, stream=None):
         if stream is not None:
             stream.close()
         return log
-    formatter = __getattr__("SafeFormatter")
+    formatter = _safe_formatter()
     log.setLevel(logging.INFO)
     log.propagate = False
     handler: logging.Handler | None = None
