@@ -142,7 +142,11 @@ def main() -> int:
             print(f"prolog failed on the healthy example (exit {first.returncode}): {first.stderr[-400:]}")
             return 2
         base, hook = paired_medians([python, "-c", "pass"], [prolog], args.runs, env)
-        inst_python, inst_prolog = installed_layout(work, python, config, env["SLURMQUAL_CACHE_DIR"])
+        try:
+            inst_python, inst_prolog = installed_layout(work, python, config, env["SLURMQUAL_CACHE_DIR"])
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"cannot build the installed layout (python -m venv, copy of the package): {exc}")
+            return 2
         inst_first = subprocess.run([inst_prolog], env=env, capture_output=True, text=True)
         if inst_first.returncode != 0 or inst_first.stderr:
             print(f"installed prolog failed (exit {inst_first.returncode}): {inst_first.stderr[-400:]}")
