@@ -112,5 +112,13 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
         last = Gauge("slurmqual_burnin_last_run_timestamp_seconds", "Unix time of the last fleet burn-in analysis",
                      registry=reg)
         last.set(now)
+        # The analysis's own judgements, which no threshold on the medians can rebuild:
+        # the guard held every drain; the fleet fell below its nodes' own baselines.
+        Gauge("slurmqual_burnin_guard_tripped", "1 if the last burn-in's blast-radius guard held all drains",
+              registry=reg).set(1 if analysis.get("guard_tripped") else 0)
+        Gauge("slurmqual_burnin_fleet_slowdown", "1 if the last burn-in found the fleet below its own baselines",
+              registry=reg).set(1 if analysis.get("fleet_slowdown") else 0)
+        Gauge("slurmqual_burnin_would_drain_nodes", "Nodes the last burn-in judged below the line (drained or held)",
+              registry=reg).set(len(analysis.get("would_drain") or []))
         paths.append(_write(directory, "slurmqual_burnin.prom", reg))
     return paths

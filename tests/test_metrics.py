@@ -92,8 +92,19 @@ def test_burnin_metrics_in_base_units_one_file_per_node(tmp_path):
         intra_n3 = ("slurmqual_busbw_key_bytes_per_second", (("gpu_model", h100), ("kind", "intra"), ("node", "n3"),
                                                               ("test", test)))
         assert intra_n3 in got
+    assert got[("slurmqual_burnin_guard_tripped", ())] == 0 and got[("slurmqual_burnin_fleet_slowdown", ())] == 0
+    assert got[("slurmqual_burnin_would_drain_nodes", ())] == 1
     for p in paths:
         _promtool(p)
+
+
+def test_guard_and_fleet_slowdown_are_metrics(tmp_path):
+    """A third of the fleet slow: the guard holds every drain; the metric says so."""
+    a = analysis_of(Fabric(net={n: 0.6 for n in NODES[:5]}, noise=0.005))
+    assert a["guard_tripped"] and a["drain"] == []
+    got = _samples(write_burnin_metrics(str(tmp_path), a, 1700000100.0))
+    assert got[("slurmqual_burnin_guard_tripped", ())] == 1
+    assert got[("slurmqual_burnin_would_drain_nodes", ())] == len(a["would_drain"]) > 2
 
 
 def test_requalify_of_one_node_keeps_the_fleets_metrics(tmp_path):
