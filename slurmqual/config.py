@@ -8,7 +8,13 @@ imports pydantic unless the file changed.
 
 from __future__ import annotations
 
-import hashlib
+try:  # the builtin module (3.11: _sha256, 3.12+: _sha2): hashlib loads OpenSSL, ~3 ms a prolog
+    from _sha256 import sha256
+except ImportError:  # pragma: no cover - depends on the Python
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
 import json
 import os
 
@@ -272,7 +278,7 @@ def load(path: str | None = None, *, use_cache: bool = True) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
 
-    digest = hashlib.sha256(__version__.encode() + b"\0" + raw).hexdigest()
+    digest = sha256(__version__.encode() + b"\0" + raw).hexdigest()
     cache_dir = _cache_dir()
     cache_file = os.path.join(cache_dir, f"config-{digest[:32]}.json")
     use_cache = use_cache and _cache_dir_usable(cache_dir)
