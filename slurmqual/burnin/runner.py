@@ -8,7 +8,6 @@ import glob
 import json
 import os
 import secrets
-import sys
 import time
 
 from .analyze import Analysis, Measurement, Params, analyze

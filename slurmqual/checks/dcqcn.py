@@ -91,17 +91,14 @@ def run(ctx) -> CheckResult:
         return CheckResult(NAME, Status.NA, "no RoCE ports (InfiniBand or no RDMA): DCQCN not applicable")
     flags: dict[str, dict[str, dict[int, str]]] = {}
     where: dict[str, tuple[str, str]] = {}
-    for port in ports:
-        ifnames = rdma.netdevs(fs, port)
-        if not ifnames:
-            return CheckResult(NAME, Status.ERROR, f"RoCE port {port.name} has no netdev (neither "
-                               f"{port.base}/gid_attrs/ndevs/0 nor /sys/class/infiniband/{port.device}/device/net/*)",
-                               [port.name])
-        for ifname in ifnames:
-            label = f"{port.device} ({ifname})"      # the RDMA device and its netdev, as admins look them up
-            flags[label] = {kind: {p: fs.read(f"/sys/class/net/{ifname}/ecn/{kind}/enable/{p}").strip()
-                                   for p in cfg["priorities"]} for kind in ("roce_rp", "roce_np")}
-            where[label] = (port.pci or port.device, ifname)
+    try:
+        labelled = rdma.roce_netdevs(fs, ports)
+    except rdma.NoNetdev as exc:
+        return CheckResult(NAME, Status.ERROR, str(exc), [exc.port.name])
+    for label, port, ifname in labelled:
+        flags[label] = {kind: {p: fs.read(f"/sys/class/net/{ifname}/ecn/{kind}/enable/{p}").strip()
+                               for p in cfg["priorities"]} for kind in ("roce_rp", "roce_np")}
+        where[label] = (port.pci or port.device, ifname)
     problems, devices = judge_sysfs(flags, cfg["priorities"])
     hints = [_hint(where[d], cfg) for d in devices]
     note = ""

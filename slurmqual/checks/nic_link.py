@@ -92,8 +92,6 @@ def observe(ctx) -> list[PortView]:
 def orphan_functions(ctx) -> list[str]:
     """NIC PCI functions with no RDMA device under them (only looked up when
     the port count is short, so the healthy path reads nothing extra)."""
-    from ..probe import pci
-
     fs = ctx.fs
     with_rdma = {p.pci for p in ctx.ports()}
     return [d.bdf for d in ctx.pci_devices()

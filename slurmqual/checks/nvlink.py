@@ -110,20 +110,29 @@ def judge(gpus, configured: int | None) -> CheckResult:
     return CheckResult(NAME, Status.PASS, f"{len(gpus)} GPUs x {want} NVLinks active at {top:g} GB/s")
 
 
-def run(ctx) -> CheckResult:
+def _nvlink_query(ctx, flag: str, what: str, parse):
+    """Parsed `nvidia-smi nvlink FLAG`, or the ERROR result saying why it cannot be read."""
     from ..command import CommandError
+
+    try:
+        out = ctx.run_command(["nvidia-smi", "nvlink", flag])
+    except CommandError as exc:
+        return CheckResult(NAME, Status.ERROR, f"cannot read {what}: {exc}")
+    gpus = parse(out.stdout)
+    if not gpus:
+        return CheckResult(NAME, Status.ERROR, f"nvidia-smi nvlink {flag} printed no GPU lines: "
+                           f"{out.stdout.strip()[:120]!r}")
+    return gpus
+
+
+def run(ctx) -> CheckResult:
     from ..probe.nvsmi import parse_nvlink_status
 
     if not ctx.gpus():
         return CheckResult(NAME, Status.NA, "no NVIDIA GPUs on this node")
-    try:
-        out = ctx.run_command(["nvidia-smi", "nvlink", "-s"])
-    except CommandError as exc:
-        return CheckResult(NAME, Status.ERROR, f"cannot read NVLink state: {exc}")
-    gpus = parse_nvlink_status(out.stdout)
-    if not gpus:
-        return CheckResult(NAME, Status.ERROR, "nvidia-smi nvlink -s printed no GPU lines: "
-                           f"{out.stdout.strip()[:120]!r}")
+    gpus = _nvlink_query(ctx, "-s", "NVLink state", parse_nvlink_status)
+    if isinstance(gpus, CheckResult):
+        return gpus
     cfg = ctx.settings(NAME)
     links = judge(gpus, cfg["links_per_gpu"])
     if links.status in (Status.NA, Status.ERROR) or not cfg["error_limits"]:
@@ -171,17 +180,11 @@ def errors(ctx, limits: dict[str, int], window: float) -> CheckResult:
     import time
 
     from .. import counterwindow
-    from ..command import CommandError
     from ..probe.nvsmi import parse_nvlink_errors
 
-    try:
-        out = ctx.run_command(["nvidia-smi", "nvlink", "-e"])
-    except CommandError as exc:
-        return CheckResult(NAME, Status.ERROR, f"cannot read NVLink error counters: {exc}")
-    gpus = parse_nvlink_errors(out.stdout)
-    if not gpus:
-        return CheckResult(NAME, Status.ERROR, "nvidia-smi nvlink -e printed no GPU lines: "
-                           f"{out.stdout.strip()[:120]!r}")
+    gpus = _nvlink_query(ctx, "-e", "NVLink error counters", parse_nvlink_errors)
+    if isinstance(gpus, CheckResult):
+        return gpus
     seen = {k for g in gpus for values in g.links.values() for k in values}
     if seen and not seen & set(limits):
         return CheckResult(NAME, Status.ERROR, "nvidia-smi nvlink -e shows none of the counters of "

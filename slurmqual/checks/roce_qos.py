@@ -100,15 +100,10 @@ def run(ctx) -> CheckResult:
     ports = [p for p in ctx.ports() if p.attr(fs, "link_layer") == "Ethernet"]
     if not ports:
         return CheckResult(NAME, Status.NA, "no RoCE ports (InfiniBand or no RDMA): RoCE QoS not applicable")
-    netdevs: dict[str, str] = {}                     # 'mlx5_2 (ens3np0)' -> ens3np0
-    for port in ports:
-        ifnames = rdma.netdevs(fs, port)
-        if not ifnames:
-            return CheckResult(NAME, Status.ERROR, f"RoCE port {port.name} has no netdev (neither "
-                               f"{port.base}/gid_attrs/ndevs/0 nor /sys/class/infiniband/{port.device}/device/net/*)",
-                               [port.name])
-        for ifname in ifnames:
-            netdevs[f"{port.device} ({ifname})"] = ifname
+    try:  # 'mlx5_2 (ens3np0)' -> ens3np0
+        netdevs = {label: ifname for label, _port, ifname in rdma.roce_netdevs(fs, ports)}
+    except rdma.NoNetdev as exc:
+        return CheckResult(NAME, Status.ERROR, str(exc), [exc.port.name])
 
     current, notes = {}, []
     for label, ifname in netdevs.items():

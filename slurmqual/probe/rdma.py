@@ -75,6 +75,28 @@ def netdevs(fs: FsRoot, port: Port) -> list[str]:
     return fs.listdir(f"/sys/class/infiniband/{port.device}/device/net")
 
 
+class NoNetdev(Exception):
+    """A RoCE port whose netdev cannot be found: the checks that need it cannot judge."""
+
+    def __init__(self, port: Port):
+        super().__init__(f"RoCE port {port.name} has no netdev (neither {port.base}/gid_attrs/ndevs/0 nor "
+                         f"/sys/class/infiniband/{port.device}/device/net/*)")
+        self.port = port
+
+
+def roce_netdevs(fs: FsRoot, ports: list[Port]) -> list[tuple[str, Port, str]]:
+    """(label, port, netdev) of each RoCE port's netdevs; the label names the
+    RDMA device and its netdev as admins look them up: 'mlx5_2 (ens3np0)'.
+    Raises NoNetdev for a port without one."""
+    out = []
+    for port in ports:
+        ifnames = netdevs(fs, port)
+        if not ifnames:
+            raise NoNetdev(port)
+        out += [(f"{port.device} ({ifname})", port, ifname) for ifname in ifnames]
+    return out
+
+
 def netdev_speed_gbps(fs: FsRoot, ifname: str) -> float | None:
     """Link speed of a netdev in Gb/s; None when the link is down (-1 or EINVAL)."""
     try:

@@ -32,7 +32,7 @@ import urllib.parse
 from .adapter import NodeInfo, SlurmAdapter, SlurmError, compress, expand
 from .cli import job_states_of, job_with_mark, submit_mark
 from .schema import FormatError, decode_jobs, decode_nodes
-from .schema.version import KNOWN_GENERATIONS, SUPPORTED
+from .schema.version import KNOWN_GENERATIONS
 
 _PATH = re.compile(r"^/slurm/v0\.0\.(\d+)(/.*?)/?$")
 NEEDS_CLI = "needs scontrol on this host: slurmrestd {v} cannot {what}"
