@@ -641,8 +641,20 @@ def set_qos_trust(root: str, nic: int, trust: str) -> None:
     _record_atomic(root, ["mlnx_qos", "-i", f"ens{nic + 1}np0"], mlnx_qos(trust))
 
 
-def _record_atomic(root: str, argv: list[str], stdout: str) -> None:
+def set_dcgm_fail(root: str, failures: dict[int, str], n_gpus: int = 8) -> None:
+    """Re-record `dcgmi diag -r 2 -j` with these GPUs failing the memory test
+    (GPU index -> DCGM's warning); {} records a passing run."""
+    _record_atomic(root, ["dcgmi", "diag", "-r", "2", "-j"], dcgm_diag(NodeSpec(dcgm_fail=failures), n_gpus),
+                   rc=226 if failures else 0)
+
+
+def _record_atomic(root: str, argv: list[str], stdout: str, rc: int = 0) -> None:
     """Replace a recorded output in one rename, so a hook reading it meanwhile
     (the health check of a running test cluster) never sees half a file."""
     name = "_".join(a.replace("/", "%") for a in argv)
+    rc_file = f"{root}{RECORDED_DIR}/{name}.rc"
+    if rc:
+        _replace(rc_file, str(rc))
+    elif os.path.exists(rc_file):
+        os.unlink(rc_file)
     _replace(f"{root}{RECORDED_DIR}/{name}.out", stdout if stdout.endswith("\n") else stdout + "\n")

@@ -2,9 +2,9 @@
 
 Slurm never starts a job on a drained node, so requalify makes room for the
 test: a maintenance reservation holds the swapped nodes plus known-good
-reference nodes; the swapped nodes are resumed inside it; the fast+standard
-checks run on them; then a burn-in pairs each swapped node with reference
-nodes. Pass: new baseline, back to service. Fail: drained with the reason.
+reference nodes; the swapped nodes are resumed inside it; every check (the
+slow level, DCGM diagnostics, included) runs on them; then a burn-in pairs
+each swapped node with reference nodes. Pass: new baseline, back to service. Fail: drained with the reason.
 The reservation is always deleted at the end, also on failure or cancel.
 """
 
@@ -267,24 +267,31 @@ class Requalify:
             raise RequalifyError(f"nodes not responding after resume ({timeout:g}s): {','.join(waiting)}")
 
     def _checks(self) -> dict[str, str | None]:
-        """Fast + standard checks on each swapped node, inside the reservation."""
+        """Every check, the slow level (DCGM diagnostics) included, on each
+        swapped node, inside the reservation: a swap is when a GPU's memory and
+        PCIe deserve the long test."""
         out: dict[str, str | None] = {}
+        import math
+
         from .security import job_export
 
-        exe = [sys.executable, "-P", "-m", "slurmqual", "check", "--level", "standard", "--json"]
+        exe = [sys.executable, "-P", "-m", "slurmqual", "check", "--level", "slow", "--json"]
+        limit = self.config["hooks"]["deadline_s"] + 60
+        if "dcgm" not in self.config["checks"].get("disabled", []):
+            limit += self.config["checks"].get("dcgm", {}).get("timeout_s", 900.0)
         if self.config.path:
             exe += ["--config", self.config.path]
         from .command import CommandError, run
 
         started = time.time()
         for n in self.nodes:
-            argv = [*self.adapter.srun_argv(), f"--reservation={self.reservation}", f"--job-name={self.reservation}", "--immediate=120", "-N1", "-n1", f"--nodelist={n}", "--time=5", job_export(self.config.path),
+            argv = [*self.adapter.srun_argv(), f"--reservation={self.reservation}", f"--job-name={self.reservation}", "--immediate=120", "-N1", "-n1", f"--nodelist={n}", f"--time={math.ceil(limit / 60) + 1}", job_export(self.config.path),
                     *exe, "--node", n]
             env = {k: v for k, v in os.environ.items() if k != "SLURMRESTD_TOKEN"}  # srun needs no JWT
             if getattr(self.adapter, "slurm_conf", None):
                 env["SLURM_CONF"] = self.adapter.slurm_conf
             try:
-                res = run(argv, timeout=self.config["hooks"]["deadline_s"] + 60, check=False, env=env)
+                res = run(argv, timeout=limit + 120, check=False, env=env)  # + the wait for the node (--immediate)
             except CommandError as exc:
                 out[n] = f"checks could not run: {exc}"
                 continue

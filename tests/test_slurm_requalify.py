@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from slurm_fixtures import start_cluster, stop_cluster
-from slurmqual.nodetree import add_module, remove_module
+from slurmqual.nodetree import add_module, remove_module, set_dcgm_fail
 
 pytestmark = pytest.mark.slurm
 
@@ -138,3 +138,19 @@ def test_requalify_without_an_analysis_ends_drained_with_why(cluster):
     finally:
         cluster.fabric({"base": 400})
         cluster.run("scontrol", "update", "nodename=n4", "state=resume", check=False)
+
+
+def test_requalify_runs_dcgm_and_a_memory_fault_keeps_the_node_drained(cluster):
+    """A GPU swap is when the long diagnostics run: DCGM's memory test fails on
+    GPU 4, the node never reaches the burn-in and stays drained with the why."""
+    set_dcgm_fail(cluster.tree("n3"), {4: "Error using CUDA API cudaMemcpy Check DCGM and system logs for errors."})
+    try:
+        sq(cluster, "drain", "n3", "--reason", "GPU 4 swapped")
+        p = sq(cluster, "requalify", "n3")
+        assert p.returncode == 1, p.stdout + p.stderr
+        assert drained(cluster).get("n3", "").startswith("slurmqual: dcgm: dcgmi diag -r 2: "), p.stdout
+        assert "n3: checks fail: dcgm:" in p.stdout
+        assert reservations(cluster) == "No reservations in the system"
+    finally:
+        set_dcgm_fail(cluster.tree("n3"), {})
+        cluster.run("scontrol", "update", "nodename=n3", "state=resume", check=False)
