@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -211,6 +212,50 @@ def test_an_interrupted_submission_cancels_what_it_submitted(cluster, monkeypatc
     wait(lambda: f"JobId={first} " in open(comp).read(), "Slurm's record of the cancelled job", 30)
     rec = next(line for line in open(comp).read().splitlines() if line.startswith(f"JobId={first} "))
     assert " JobState=CANCELLED " in rec, rec
+
+
+def test_submission_killed_with_sigkill_leaves_no_drain_and_a_clear_way_out(cluster, tmp_path):
+    """kill -9 (no handler runs) while the second group's sbatch hangs: the first
+    task job was submitted and runs; there is no analysis job. Nothing drains,
+    `watch` says what happened and how to clean up, and `analyze` on the run
+    dir judges what was measured and leaves the never-submitted groups untested."""
+    import signal
+
+    slow_bin = tmp_path / "slurm-bin"
+    shutil.copytree(cluster.bin_dir, slow_bin)
+    count = tmp_path / "sbatch-calls"
+    real = (slow_bin / "sbatch").read_text()
+    (slow_bin / "sbatch").write_text(real.replace(
+        "#!/bin/sh\n", f"#!/bin/sh\necho x >> {count}\n[ $(wc -l < {count}) -ge 2 ] && sleep 60\n", 1))
+    cfg = tmp_path / "killed.toml"
+    cfg.write_text(open(cluster.pin_config).read().replace(f'bin_dir = "{cluster.bin_dir}"', f'bin_dir = "{slow_bin}"'))
+    os.chmod(cfg, 0o644)
+    before_drained = {n for n, v in cluster.nodes().items() if "DRAIN" in v.get("state_flags", [])}
+    proc = subprocess.Popen([sys.executable, "-m", "slurmqual", "burnin", "submit", "--config", str(cfg)],
+                            env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=cluster.base, start_new_session=True)
+    wait(lambda: count.exists() and len(count.read_text().split()) >= 2, "the second sbatch", timeout=60)
+    os.killpg(proc.pid, signal.SIGKILL)  # the submission and its hanging sbatch
+    proc.communicate(timeout=30)
+    run_dir = max(glob.glob(os.path.join(cluster.base, "runs", "*", "plan.json")), key=os.path.getmtime)
+    run_dir = os.path.dirname(run_dir)
+    run_id = json.load(open(os.path.join(run_dir, "plan.json")))["run_id"]
+    assert not os.path.exists(os.path.join(run_dir, "jobs.json"))
+    task0 = [j for j, v in squeue(cluster).items() if v["name"] == f"slurmqual-burnin-{run_id}"]
+    assert len(task0) == 1  # the one sbatch that returned before the kill
+    w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "5")
+    assert w.returncode == 2, w.stdout + w.stderr
+    assert "submission did not finish" in w.stderr and f"scancel --name=slurmqual-burnin-{run_id}" in w.stderr
+    assert f"slurmqual burnin analyze {run_dir}" in w.stderr
+    wait(lambda: glob.glob(os.path.join(run_dir, "results", "task-0.json")) and task0[0] not in squeue(cluster),
+         "task 0 to finish on its own", timeout=180)
+    a = sq(cluster, "burnin", "analyze", run_dir, "--json")
+    assert a.returncode == 0, a.stderr
+    result = json.loads(a.stdout)
+    assert result["incomplete_tasks"] == ["1", "2"] and result["drain"] == []
+    assert {n: result["nodes"][n]["verdict"] for n in ("n3", "n4", "n5", "n6")} == dict.fromkeys(
+        ("n3", "n4", "n5", "n6"), "untested")
+    assert {n for n, v in cluster.nodes().items() if "DRAIN" in v.get("state_flags", [])} == before_drained
 
 
 # -- without a cluster: the task's own guard and the incomplete-task list --

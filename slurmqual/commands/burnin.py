@@ -127,12 +127,24 @@ def _watch(args, config) -> int:
 
     run_dir = _run_dir(config, args.run)
     try:
-        with open(os.path.join(run_dir, "jobs.json")) as fh:
-            jobs = json.load(fh)
         with open(os.path.join(run_dir, "plan.json")) as fh:
             plan = json.load(fh)
     except (OSError, ValueError) as exc:
         raise BurninError(f"{run_dir}: not a submitted burn-in run ({exc})") from None
+    try:
+        with open(os.path.join(run_dir, "jobs.json")) as fh:
+            jobs = json.load(fh)
+    except FileNotFoundError:
+        # The submission was killed (kill -9, a lost session) before it wrote the
+        # job list: some task jobs may run, no analysis job will come.
+        raise BurninError(
+            f"{run_dir}: the submission did not finish (killed before it wrote jobs.json); no analysis job "
+            f"was submitted and nothing will be drained. Task jobs it submitted may still run: cancel them "
+            f"with `scancel --name=slurmqual-burnin-{plan.get('run_id', '?')}`, or let them finish and judge "
+            f"what they measured with `slurmqual burnin analyze {run_dir}` (the other groups stay untested)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise BurninError(f"{run_dir}: unreadable jobs.json ({exc})") from None
     adapter = get_adapter(config)
     end = time.monotonic() + args.timeout if args.timeout else None
     while True:
