@@ -88,6 +88,13 @@ def test_prolog_requeues_job_on_broken_node_and_is_silent_on_healthy(cluster, tm
         assert reasons(cluster)["n4"] == "slurmqual: gpu_count: 7 GPUs on PCI, expected 8"
         cluster.wait_for(lambda: "requeued held" in _job_state(cluster, job).lower(), 60, "job requeued held")
         assert [c for c in cluster.slurm_calls() if " n4 prolog scontrol update" in c]
+        # slurmd runs the epilog of the failed launch too: let it see the broken GPU
+        # before the repair below (else it rightly resumes the repaired node itself).
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not [c for c in cluster.slurm_calls() if " n4 epilog " in c]:
+            time.sleep(0.2)
+        time.sleep(1)
+        assert "n4" in reasons(cluster)  # the epilog, failing too, kept our drain
     finally:
         if job:
             cluster.run("scancel", job, check=False)
