@@ -491,8 +491,9 @@ def dcgm_diag(spec: NodeSpec, n_gpus: int) -> str:
     return json.dumps(doc, indent="\t")
 
 
-def nvlink_status(spec: NodeSpec, n_gpus: int) -> str:
-    """`nvidia-smi nvlink -s` as driver 5xx prints it on an H100 SXM (18 links)."""
+def _nvlink_report(spec: NodeSpec, n_gpus: int, links_of) -> str:
+    """nvidia-smi's per-GPU NVLink layout: a GPU line, then `links_of(n, down)`'s
+    lines, or NVML's message when every link of the GPU is inactive."""
     lines = []
     for n in range(n_gpus):
         lines.append(f"GPU {n}: NVIDIA H100 80GB HBM3 (UUID: GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d})")
@@ -500,29 +501,31 @@ def nvlink_status(spec: NodeSpec, n_gpus: int) -> str:
         if len(down) >= 18:
             lines.append("NVML: Unable to retrieve NVLink information as all links are inactive")
             continue
-        for link in range(18):
-            lines.append(f"\t Link {link}: " + ("<inactive>" if link in down else "26.562 GB/s"))
+        lines += links_of(n, down)
     return "\n".join(lines)
+
+
+def nvlink_status(spec: NodeSpec, n_gpus: int) -> str:
+    """`nvidia-smi nvlink -s` as driver 5xx prints it on an H100 SXM (18 links)."""
+    return _nvlink_report(spec, n_gpus, lambda n, down: [
+        f"\t Link {link}: " + ("<inactive>" if link in down else "26.562 GB/s") for link in range(18)])
 
 
 def nvlink_errors(spec: NodeSpec, n_gpus: int) -> str:
     """`nvidia-smi nvlink -e` as driver 5xx prints it on an H100 SXM: three
     counters per link, a blank line between links (real output: SOURCES.tsv)."""
-    lines = []
-    for n in range(n_gpus):
-        lines.append(f"GPU {n}: NVIDIA H100 80GB HBM3 (UUID: GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d})")
-        down = spec.nvlink_down.get(n, [])
-        if len(down) >= 18:
-            lines.append("NVML: Unable to retrieve NVLink information as all links are inactive")
-            continue
+    def links_of(n: int, down: list[int]) -> list[str]:
+        out = []
         links = [link for link in range(18) if link not in down]
         for k, link in enumerate(links):
             errs = spec.nvlink_errors.get((n, link), {})
             for label, key in (("Replay Errors", "replay"), ("Recovery Errors", "recovery"), ("CRC Errors", "crc")):
-                lines.append(f"\t Link {link}: {label}: {errs.get(key, 0)}")
+                out.append(f"\t Link {link}: {label}: {errs.get(key, 0)}")
             if k < len(links) - 1:
-                lines.append("")
-    return "\n".join(lines)
+                out.append("")
+        return out
+
+    return _nvlink_report(spec, n_gpus, links_of)
 
 
 def ethtool_stats(overrides: dict[str, int]) -> str:

@@ -17,6 +17,19 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SLURMQUAL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+T0 = 1_800_000_000.0  # the `clock` fixture's start: a fixed "now" for windowed counters
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """time.time() frozen at T0; tests move it with clock[0] = T0 + seconds."""
+    import time
+
+    now = [T0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    return now
+
+
 @pytest.fixture
 def samples() -> pathlib.Path:
     """Directory of real tool outputs; skip clearly when it is absent."""

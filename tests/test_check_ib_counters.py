@@ -3,10 +3,8 @@ node recovers by itself once a fixed link stays clean."""
 
 import json
 import os
-import time
 
-import pytest
-
+from conftest import T0
 from nodes import check, config, context, tree
 from slurmqual import counterwindow
 from slurmqual.checks import REGISTRY, run_one
@@ -15,14 +13,6 @@ from slurmqual.nodetree import set_port_attr
 from slurmqual.result import Status
 
 LIMITS = {"symbol_error": 100, "link_downed": 0}
-T0 = 1_800_000_000.0
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    now = [T0]
-    monkeypatch.setattr(time, "time", lambda: now[0])
-    return now
 
 
 def test_judge_pure():

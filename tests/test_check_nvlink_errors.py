@@ -3,10 +3,10 @@ judged as increases per link within a window, so a link that erred once and
 then stays flat passes again by itself."""
 
 import os
-import time
 
 import pytest
 
+from conftest import T0
 from nodes import check, config, tree
 from slurmqual.checks.nvlink import judge_errors
 from slurmqual.nodetree import NodeSpec, record_output, set_nvlink_errors
@@ -14,15 +14,7 @@ from slurmqual.probe.nvsmi import counter_key, parse_nvlink_errors
 from slurmqual.result import Status
 
 REAL = os.path.join(os.path.dirname(__file__), "data", "real", "nvidia")
-T0 = 1_800_000_000.0
 LIMITS = {"replay": 100, "recovery": 0, "crc": 100}
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    now = [T0]
-    monkeypatch.setattr(time, "time", lambda: now[0])
-    return now
 
 
 def std(root, cfg=None):

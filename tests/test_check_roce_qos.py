@@ -3,10 +3,10 @@ increases within a window, and the priority trust from `mlnx_qos -i`, on real
 outputs (tests/data/real/mlx, ../shared/samples/mlx) and the node trees'."""
 
 import os
-import time
 
 import pytest
 
+from conftest import T0
 from nodes import check, config, tree
 from slurmqual.nodetree import record_output, set_pause_counters, set_qos_trust
 from slurmqual.probe.netqos import (QosError, parse_ethtool_stats, parse_pfc_enabled, parse_trust, pause_counters,
@@ -16,7 +16,6 @@ from slurmqual.result import Status
 HERE = os.path.dirname(__file__)
 REAL = os.path.join(HERE, "data", "real", "mlx")
 SHARED = os.path.join(HERE, "..", "..", "shared", "samples", "mlx")
-T0 = 1_800_000_000.0
 
 
 def real(name: str) -> str:
@@ -30,13 +29,6 @@ def shared(name: str) -> str:
         pytest.skip(f"shared sample {name} not present (../shared/samples/mlx)")
     with open(path, encoding="utf-8") as fh:
         return fh.read()
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    now = [T0]
-    monkeypatch.setattr(time, "time", lambda: now[0])
-    return now
 
 
 def std(root, cfg=None):
