@@ -59,6 +59,21 @@ def record_state(state_dir: str, node: str, hook: str, results: list[CheckResult
     return record_run(state_dir, node, hook, results, versions)
 
 
+def _latest_results(state, results: list[CheckResult]) -> list[CheckResult]:
+    """Every check's latest result on the node (the state file merges the hooks'
+    runs): the node's metrics file must not lose the health check's checks when
+    an epilog, which runs fewer, rewrites it."""
+    if state is None:
+        return results
+    latest = []
+    for d in state.checks.values():
+        try:
+            latest.append(CheckResult(d["name"], Status(d["status"]), str(d.get("message", ""))))
+        except (KeyError, ValueError, TypeError):
+            continue  # a malformed entry of an older state file: skip it, never fail the hook
+    return latest or results
+
+
 def run(hook: str, env: dict | None = None) -> int:
     env = dict(os.environ) if env is None else env
     os.environ["SLURMQUAL_HOOK"] = hook  # visible to the Slurm CLI calls we make (audit logs)
@@ -149,13 +164,16 @@ def _run(hook: str, env: dict, config, log) -> int:
             state = record_state(config["hooks"]["state_dir"], node, hook, results, ctx.memo.get("versions", {}))
     except (OSError, ValueError) as exc:
         log.warning("could not record state for %s: %s", node, exc)
-    if config["hooks"]["metrics_dir"]:
+    passed = not any(r.status is Status.FAIL for r in results)
+    # A passing prolog writes no metrics (prometheus_client would cost every job
+    # ~70 ms); a failing one does. Epilog and health check refresh them.
+    if config["hooks"]["metrics_dir"] and not (hook == "prolog" and passed):
         try:
             from .metrics import write_node_metrics
 
             check_root_only(config["hooks"]["metrics_dir"], "metrics dir")  # its writer follows symlinks
 
-            write_node_metrics(config["hooks"]["metrics_dir"], node, results, time.time(),
+            write_node_metrics(config["hooks"]["metrics_dir"], node, _latest_results(state, results), time.time(),
                                versions=state.versions if state is not None else ctx.memo.get("versions", {}))
         except Exception as exc:  # noqa: BLE001 - metrics are nice to have
             log.warning("could not write metrics: %s", exc)

@@ -54,15 +54,29 @@ def calls(path):
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_prolog_pass_makes_no_slurm_call_and_records_state_and_metrics(tmp_path, monkeypatch):
+def test_prolog_pass_makes_no_slurm_call_and_records_state_but_no_metrics(tmp_path, monkeypatch):
     _root, cfg, log = setup(tmp_path)
     assert run(monkeypatch, cfg, "prolog") == 0
     assert calls(log) == []
     state = json.loads((tmp_path / "state/nodes/n1.json").read_text())
     assert state["hook"] == "prolog" and state["status"] == "pass"
     assert {"peermem", "nic_link", "gpu_count", "pcie_link"} <= {c["name"] for c in state["checks"]}
-    prom = (tmp_path / "metrics/slurmqual_node_n1.prom").read_text()
-    assert 'slurmqual_check_status{check="peermem",node="n1"} 0.0' in prom
+    # prometheus_client costs ~70 ms: a passing prolog leaves metrics to the epilog and health check
+    assert not (tmp_path / "metrics/slurmqual_node_n1.prom").exists()
+
+
+def test_metrics_keep_every_checks_latest_status_across_hooks(tmp_path, monkeypatch):
+    """The health check's checks stay in the node's metrics when a failing prolog,
+    which runs only the fast ones, rewrites the file."""
+    root, cfg, _log = setup(tmp_path)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    prom = tmp_path / "metrics/slurmqual_node_n1.prom"
+    assert 'slurmqual_check_status{check="versions",node="n1"} 0.0' in prom.read_text()
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "prolog") == 1
+    text = prom.read_text()
+    assert 'slurmqual_check_status{check="peermem",node="n1"} 3.0' in text
+    assert 'slurmqual_check_status{check="versions",node="n1"} 0.0' in text  # not run by the prolog, kept
 
 
 def test_prolog_failure_drains_with_reason_and_fails(tmp_path, monkeypatch):
