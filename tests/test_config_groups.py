@@ -339,6 +339,20 @@ def test_check_command_applies_hostlist_group(tmp_path):
     assert json.loads(other.stdout)["status"] == "fail" and other.returncode == 1
 
 
+def test_check_command_takes_partition_and_feature_without_asking_slurm(tmp_path):
+    """Judging a node tree offline (or a node Slurm does not know yet): the
+    partitions and features are given, and Slurm is never asked."""
+    cfg, calls = hook_setup(tmp_path, "[[groups]]\nmatch = { partition = 'small', feature = 'rail4' }\n"
+                                      "node.gpus = 4\nfabric.nics = 4\n")
+    env = dict(os.environ, SLURMQUAL_CACHE_DIR=str(tmp_path / "cache"))
+    both = cli("check", "--config", str(cfg), "--node", "n7", "--json", "--partition", "small", "--feature", "rail4",
+               env=env)
+    one = cli("check", "--config", str(cfg), "--node", "n7", "--json", "--partition", "small", env=env)
+    assert json.loads(both.stdout)["status"] == "pass" and both.returncode == 0, both.stdout + both.stderr
+    assert json.loads(one.stdout)["status"] == "fail" and one.returncode == 1  # both match keys must hold
+    assert calls_of(calls) == []
+
+
 @pytest.mark.parametrize("kind", ["garbage", "fifo", "other-node"])
 def test_bad_facts_file_means_asking_slurm_again(tmp_path, kind):
     """A facts file that is not ours (garbage, a FIFO that would block, another

@@ -17,6 +17,10 @@ def register(p: "argparse.ArgumentParser", _name: str) -> None:
     p.add_argument("--only", default=None, help="comma-separated check IDs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--node", default=None, help="node name to report (default $SLURMD_NODENAME or hostname)")
+    p.add_argument("--partition", action="append", default=None, metavar="NAME",
+                   help="the node's partitions for [[groups]] (repeatable) instead of asking Slurm")
+    p.add_argument("--feature", action="append", default=None, metavar="NAME",
+                   help="the node's features for [[groups]] (repeatable) instead of asking Slurm")
 
 
 def node_name(explicit: str | None = None) -> str:
@@ -81,10 +85,14 @@ def main(args: "argparse.Namespace") -> int:
             return 2
     node = node_name(args.node)
     if config.groups:  # [[groups]]: the settings this node sees (config.for_node)
-        from ..nodefacts import node_config
-        from ..security import root_only_ok
+        if args.partition is not None or args.feature is not None:  # offline: a node tree, a new node
+            config = config.for_node(node, set(args.partition or ()), set(args.feature or ()))
+        else:
+            from ..nodefacts import node_config
+            from ..security import root_only_ok
 
-        config = node_config(config, node, trusted=root_only_ok(config["hooks"]["state_dir"], "state dir") is None)
+            config = node_config(config, node,
+                                 trusted=root_only_ok(config["hooks"]["state_dir"], "state dir") is None)
         if config.undecided:
             print(f"slurmqual: {node}: groups not applied (partitions/features unknown): "
                   f"{', '.join(config.undecided)}", file=sys.stderr)
