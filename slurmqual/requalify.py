@@ -323,7 +323,10 @@ class Requalify:
 
         partners = min(len(refs), max(2, self.config["burnin"]["rounds"] - 1))
         rounds = pairing_rounds(nodes, refs, partners)
-        sub = submit(self.config, self.adapter, nodes + refs, None, self.reservation, explicit_rounds=rounds)
+        try:
+            sub = submit(self.config, self.adapter, nodes + refs, None, self.reservation, explicit_rounds=rounds)
+        except KeyboardInterrupt as exc:  # submit's own SIGTERM handler, while it held the signal
+            raise Cancelled(f"cancelled by {exc}" if str(exc).startswith("signal ") else "cancelled") from None
         self.jobs = [sub["array_job"], sub["analysis_job"]]
         self.out(f"burn-in {sub['run_id']}: array {sub['array_job']}, analysis {sub['analysis_job']}")
         path = os.path.join(sub["run_dir"], "analysis.json")

@@ -79,8 +79,6 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
     a partial run would test part of the fleet and be analysed as a whole."""
     import signal
 
-    from ..slurm import SlurmError
-
     sub = submission(config, nodes, partition, reservation, explicit_rounds)
     run_dir = sub["run_dir"]
     os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
@@ -98,7 +96,7 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
             jobs.append(adapter.submit(argv, script=script))
         analysis = adapter.submit([*sub["analysis_sbatch"][:1], f"--dependency=afterany:{':'.join(jobs)}",
                                    *sub["analysis_sbatch"][1:]], script=sub["analysis_script"])
-    except (SlurmError, KeyboardInterrupt):
+    except BaseException:  # SlurmError, Ctrl-C, SIGTERM, or a caller's own cancel (requalify)
         try:  # tasks nobody analyses would test for nothing; by name too, for a
             adapter.cancel(jobs)  # job whose sbatch answer the interruption lost
             adapter.cancel_by_name(f"slurmqual-burnin-{sub['run_id']}")
