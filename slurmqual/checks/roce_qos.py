@@ -37,7 +37,10 @@ def settings():
 
 
 SPEC = CheckSpec(
-    NAME, "standard", rank=75, settings=settings,
+    # Health check only: `mlnx_qos` is a Python script, one per netdev; at 8 rails
+    # that is seconds, too long to add to every job's epilog for counters and a
+    # trust mode that a 5-minute health check watches as well.
+    NAME, "standard", rank=75, hooks=("healthcheck",), settings=settings,
     summary="RoCE: no PFC pause storm or pause flood within the window, priority trust as the fabric expects",
     hint="pause storm: reboot the node, then check the NIC's PCIe slot; trust: mlnx_qos -i <netdev> --trust dscp",
     explain="""On RoCE ports, reads `ethtool -S <netdev>` (mlx5 flow-control counters
