@@ -85,3 +85,20 @@ def save(path: str, history: dict[str, list[Sample]]) -> str:
         return ""
     except OSError as exc:
         return f"counter history not saved ({path}: {exc.strerror or exc})"
+
+
+def observe(path: str, current: dict[str, dict[str, int]], now: float, window_s: float,
+            label=lambda key: key) -> tuple[dict[str, dict[str, int]], dict[str, float | None], str]:
+    """One reading of every device: its increases within the window and the
+    time of its baseline (keyed by `label(device)`), the history saved for the
+    next run (devices gone from the reading are forgotten), and a note ("" when
+    all went well) for the check's message."""
+    history, note = load(path)
+    increase: dict[str, dict[str, int]] = {}
+    since: dict[str, float | None] = {}
+    for key, values in current.items():
+        increase[label(key)], since[label(key)] = increases(history.get(key, []), now, values, window_s)
+        history[key] = updated(history.get(key, []), now, values, window_s)
+    for gone in set(history) - set(current):
+        del history[gone]
+    return increase, since, "; ".join(n for n in (note, save(path, history)) if n)

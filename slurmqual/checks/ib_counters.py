@@ -101,12 +101,5 @@ def run(ctx) -> CheckResult:
     current = {p.name: {k: fs.read_int(f"{p.base}/counters/{k}", 10) for k in limits} for p in ctx.ports()}
     now = time.time()
     path = ctx.state_path(f"counters/{ctx.node_key()}.{NAME}.json")
-    history, note = counterwindow.load(path)
-    increase, since = {}, {}
-    for port, values in current.items():
-        increase[port], since[port] = counterwindow.increases(history.get(port, []), now, values, window)
-        history[port] = counterwindow.updated(history.get(port, []), now, values, window)
-    for gone in set(history) - set(current):
-        del history[gone]
-    note = "; ".join(n for n in (note, counterwindow.save(path, history)) if n)
+    increase, since, note = counterwindow.observe(path, current, now, window)
     return judge(increase, limits, since, now, f" ({note})" if note else "")

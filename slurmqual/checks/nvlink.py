@@ -198,15 +198,7 @@ def errors(ctx, limits: dict[str, int], window: float) -> CheckResult:
             labels[key] = f"GPU {g.index} link {link}"
     now = time.time()
     path = ctx.state_path(f"counters/{ctx.node_key()}.{NAME}.json")
-    history, note = counterwindow.load(path)
-    increase, since = {}, {}
-    for key, values in current.items():
-        label = labels[key]
-        increase[label], since[label] = counterwindow.increases(history.get(key, []), now, values, window)
-        history[key] = counterwindow.updated(history.get(key, []), now, values, window)
-    for gone in set(history) - set(current):
-        del history[gone]
-    note = "; ".join(n for n in (note, counterwindow.save(path, history)) if n)
+    increase, since, note = counterwindow.observe(path, current, now, window, label=labels.__getitem__)
     return judge_errors(increase, limits, since, now, f" ({note})" if note else "")
 
 

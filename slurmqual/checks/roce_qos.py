@@ -122,14 +122,8 @@ def run(ctx) -> CheckResult:
 
     now = time.time()
     path = ctx.state_path(f"counters/{ctx.node_key()}.{NAME}.json")
-    history, note = counterwindow.load(path)
-    increase, since = {}, {}
-    for label, values in current.items():
-        increase[label], since[label] = counterwindow.increases(history.get(label, []), now, values, cfg["window_s"])
-        history[label] = counterwindow.updated(history.get(label, []), now, values, cfg["window_s"])
-    for gone in set(history) - set(current):
-        del history[gone]
-    notes += [n for n in (note, counterwindow.save(path, history)) if n]
+    increase, since, note = counterwindow.observe(path, current, now, cfg["window_s"])
+    notes += [note] if note else []
     fails, fail_devs, warns, warn_devs = judge_counters(increase, since, now, cfg)
     hints = [_storm_hint(d, netdevs[d]) for d in fail_devs]
 
