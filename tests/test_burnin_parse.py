@@ -333,3 +333,53 @@ def test_a_log_over_the_size_cap_is_read_partly_and_judged_not_ok(tmp_path, monk
     monkeypatch.setattr(parse_mod, "MAX_FILE", 2000)
     r = parse_file(log)
     assert not r.ok and any(p.startswith("log larger than") for p in r.problems)
+
+
+# -- numbers no hardware produces, and logs holding more than one run --
+
+@pytest.mark.parametrize("busbw,problem", [
+    ("-4.6846e+02", "negative busbw -468.46 GB/s at size 8589934592"),
+    ("1.2000e+03", "impossible busbw 1200 GB/s at size 8589934592 (over the 900 GB/s NVIDIA H100 can move)"),
+    ("inf", "unreadable numbers in row"),
+    ("nan", "unreadable numbers in row"),
+])
+def test_a_busbw_no_hardware_produces_is_a_test_error(busbw, problem):
+    r = parse(HEADER + ROW.format(w=0).replace("4.6846e+02", busbw) + TAIL)
+    assert not r.ok and any(p.startswith(problem) for p in r.problems), r.problems
+
+
+def test_the_bound_follows_the_gpu_model():
+    # 1,200 GB/s is impossible for an H100 but not for a B200 or an unnamed GPU; 20 TB/s is for any.
+    row = ROW.format(w=0).replace("4.6846e+02", "1.2000e+03")
+    assert parse(HEADER.replace("NVIDIA H100", "NVIDIA B200") + row + TAIL).ok
+    assert parse(HEADER.replace("NVIDIA H100", "Some Accelerator") + row + TAIL).ok
+    huge = parse(HEADER.replace("NVIDIA H100", "Some Accelerator") + row.replace("1.2000e+03", "2e+04") + TAIL)
+    assert not huge.ok and any(p.startswith("impossible busbw 20000 GB/s") for p in huge.problems)
+    assert parse_mod.max_busbw_gbps(["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"]) == 900
+    assert parse_mod.max_busbw_gbps(["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 5090"]) == parse_mod.MAX_BUSBW_GBPS
+
+
+def test_json_with_a_negative_busbw_is_a_test_error(tmp_path):
+    out = tmp_path / "r.json"
+    _run_stand_in(tmp_path, {}, "a,b", args=("-J", str(out)))
+    doc = json.loads(out.read_text())
+    assert parse_json(json.dumps(doc)).ok
+    doc["results"][0]["in_place"]["bus_bw"] = -1.5
+    r = parse_json(json.dumps(doc))
+    assert not r.ok and any(p.startswith("negative busbw -1.5 GB/s") for p in r.problems), r.problems
+
+
+def test_two_result_tables_that_disagree_are_a_test_error(samples, tmp_path):
+    # Two runs appended to one log (a retried task writing the same file): which one measured the node?
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    _, first = _run_stand_in(tmp_path / "a", {"base": 400}, "a,b")
+    _, second = _run_stand_in(tmp_path / "b", {"base": 200}, "a,b")
+    one, two = open(first).read(), open(second).read()
+    assert parse(one).ok and parse(two).ok
+    r = parse(one + two)
+    assert not r.ok and len(r.rows) == 4, r.problems
+    assert any(p.startswith("2 result tables in one log that disagree (size 1073741824: ") for p in r.problems)
+    # A real log printed twice (tee'd into the same file) is one run: it is kept once.
+    real_log = (samples / (S + "allreduce_2node_16xH100_mpi_IB_avg_busbw_mpi_chatter_interleaved.txt")).read_text()
+    twice = parse(real_log + real_log)
+    assert twice.ok and len(twice.rows) == 32 and twice.busbw_at(8589934592) == 468.46

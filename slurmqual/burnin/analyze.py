@@ -38,10 +38,11 @@ import math
 from dataclasses import dataclass, field
 from statistics import NormalDist, median
 
+from .parse import MAX_BUSBW_GBPS
+
 TOPOLOGIES = ("intra", "pair", "group")
-# Input sanity bounds (not judgements): 10 TB/s is beyond any NVLink or NIC
-# generation; nccl-tests sizes are bytes per rank, 1 TiB is beyond any GPU.
-MAX_BUSBW_GBPS = 10_000
+# Input sanity bound (not a judgement; busbw's is parse.MAX_BUSBW_GBPS):
+# nccl-tests sizes are bytes per rank, 1 TiB is beyond any GPU.
 MAX_SIZE_BYTES = 1 << 40
 VERDICT_ORDER = ("fail", "retest", "untested", "pass")  # worst first: a node's verdict is its worst key's
 

@@ -36,6 +36,15 @@ from typing import IO, Iterable, Iterator
 MAX_LINE = 4096            # characters of a line the parser looks at
 MAX_FILE = 256 << 20       # bytes of a log the parser reads at most
 MAX_JSON = 64 << 20        # bytes of a -J document
+# Input sanity bound (not a judgement): 10 TB/s is beyond any NVLink or NIC generation.
+MAX_BUSBW_GBPS = 10_000
+# What one GPU of a model can move at most, GB/s: its NVLink bandwidth, both
+# directions summed (a rank's busbw never exceeds it, NVLS/SHARP included).
+# A row above it is a broken number, never a fast node. Unknown models: MAX_BUSBW_GBPS.
+_GPU_MAX_BUSBW_GBPS = (("GB300", 1800), ("GB200", 1800), ("B300", 1800), ("B200", 1800), ("B100", 1800),
+                       ("GH200", 900), ("H200", 900), ("H100", 900), ("H800", 400), ("H20", 900),
+                       ("A100", 600), ("A800", 400), ("V100", 300), ("P100", 160))
+_MODEL_TOKEN = re.compile(r"[A-Z]{1,3}\d{2,4}")
 
 # `[1,0]<stdout>:` (Open MPI --tag-output; jobid,rank) / ` 0: ` (srun --label).
 _PREFIX = re.compile(r"^\[\d{1,9},\d{1,9}\]<(?:stdout|stderr)>: ?|^ {0,8}\d{1,7}: ")
@@ -90,6 +99,51 @@ class Result:
             if r.size == size:
                 return r.busbw
         return None
+
+
+def max_busbw_gbps(gpu_models: Iterable[str]) -> float:
+    """The most busbw the named GPUs could move (the largest over the models;
+    MAX_BUSBW_GBPS when a model is unknown or none is named)."""
+    bounds = []
+    for model in gpu_models:
+        tokens = set(_MODEL_TOKEN.findall(model.upper()))
+        bound = next((gbps for name, gbps in _GPU_MAX_BUSBW_GBPS if name in tokens), None)
+        if bound is None:
+            return MAX_BUSBW_GBPS
+        bounds.append(bound)
+    return max(bounds, default=MAX_BUSBW_GBPS)
+
+
+def _impossible_rows(res: Result) -> list[str]:
+    """Rows whose busbw no hardware produces: negative, or over what the run's
+    GPUs could move. (NaN and infinity are already unreadable numbers.)"""
+    limit = max_busbw_gbps(res.gpu_models)
+    out = []
+    for r in res.rows:
+        for v in (r.busbw, r.busbw_inplace):
+            if v is not None and v < 0:
+                out.append(f"negative busbw {v:g} GB/s at size {r.size}")
+                break
+            if v is not None and v > limit:
+                models = ", ".join(res.gpu_models) or "any GPU"
+                out.append(f"impossible busbw {v:g} GB/s at size {r.size} (over the {limit:g} GB/s {models} can move)")
+                break
+    return out[:5]
+
+
+def _disagreeing_tables(tables: list[list[Row]]) -> str | None:
+    """Several result tables in one log are one run printed twice (kept once)
+    or several runs (which one measured the node? none: a test error)."""
+    first = tables[0]
+    for other in tables[1:]:
+        if other == first:
+            continue
+        for a, b in zip(first, other):
+            if a != b:
+                return (f"{len(tables)} result tables in one log that disagree "
+                        f"(size {a.size}: {a.busbw} vs {b.busbw} GB/s at size {b.size})")
+        return f"{len(tables)} result tables in one log that disagree ({len(first)} vs {len(other)} rows)"
+    return None
 
 
 def collective_of(program: str) -> str | None:
@@ -210,6 +264,7 @@ def parse_lines(lines: Iterable[str]) -> Result:
     oob = None
     started = concluded = False
     failures: list[str] = []
+    tables: list[list[Row]] = []
     for raw in lines:
         stripped = _strip_prefix(raw[:MAX_LINE].strip()).strip()
         if not stripped:
@@ -227,6 +282,7 @@ def parse_lines(lines: Iterable[str]) -> Result:
             if hdr is not None:
                 try:
                     cols = _Columns(hdr)
+                    tables.append([])
                 except ValueError as exc:
                     res.problems.append(f"unrecognised table header: {exc}")
                 continue
@@ -267,18 +323,23 @@ def parse_lines(lines: Iterable[str]) -> Result:
         if cols is None or not toks[0].isdigit():
             continue  # NCCL INFO / MPI chatter
         try:
-            res.rows.append(cols.row(toks))
+            tables[-1].append(cols.row(toks))
         except IndexError:
             res.problems.append(f"truncated or malformed row: {stripped[:80]!r}")
         except (ValueError, KeyError):
             res.problems.append(f"unreadable numbers in row: {stripped[:80]!r}")
+    tables = [t for t in tables if t]
+    res.rows = tables[0] if tables else []
     if cols is None:
         res.problems.append("no results table header")
     elif not res.rows:
         res.problems.append("no result rows")
+    elif len(tables) > 1 and (clash := _disagreeing_tables(tables)):
+        res.problems.append(clash)
     bad = [r.size for r in res.rows if r.wrong]
     if bad:
         res.problems.append(f"wrong results (#wrong > 0) at sizes {', '.join(map(str, bad[:5]))}")
+    res.problems.extend(_impossible_rows(res))
     res.problems.extend(f"failure: {f}" for f in failures[:5])
     if oob is None:
         res.problems.append("incomplete run: no '# Out of bounds values' summary")
@@ -398,6 +459,7 @@ def parse_json(text: str) -> Result:
     bad = [r.size for r in res.rows if r.wrong]
     if bad:
         res.problems.append(f"wrong results (#wrong > 0) at sizes {', '.join(map(str, bad[:5]))}")
+    res.problems.extend(_impossible_rows(res))
     oob = doc.get("out_of_bounds")
     if not isinstance(oob, dict):
         res.problems.append("incomplete run: no out_of_bounds summary")
