@@ -7,7 +7,7 @@ hostname nX), uses free TCP ports, and has its own node tree as `/` through
 the slurmqual site config (`node.root = "<dir>/trees/{node}"`), so one node
 can be broken while the others stay healthy. Daemons are stopped by pid only.
 
-Slurm versions (the test matrix, see README "Supported Slurm versions"):
+Slurm versions (the test matrix, see docs/SLURM_VERSIONS.md):
 `version="22.05"` runs the machine's own Debian 12 Slurm; `"24.11"` and
 `"newest"` run the daemons of a cached Debian chroot (tests/chroot.py:
 trixie, sid). A chroot cluster first starts a holder process in a private
