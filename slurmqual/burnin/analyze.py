@@ -29,14 +29,22 @@ node fails when it fails any key. A run that would drain too much of the fleet
 drains nothing: that is a fabric problem (or a bug), not a bad node.
 
 Everything is linear or n log n in the number of measurements.
+
+Where things are: the noise model and margins (shared by every key) in
+``noise.py``; a pair key's stages (link values, node scores, convictions,
+suspect links) in ``pairs.py``; this module validates measurements, groups
+them by key, judges intra keys and combines the keys into node verdicts,
+guard and retest plan.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist, median
+from statistics import median
+
+from .noise import one_sided_z, robust_noise, z_score
+from .pairs import KeyResult, _r, judge_pairs
 
 from .parse import MAX_BUSBW_GBPS
 
@@ -229,274 +237,13 @@ def median_for(analysis: dict, node: str, test: str | None = None) -> tuple[str 
     return key, value
 
 
-# -- statistics ----------------------------------------------------------------
-
-_NORMAL = NormalDist()
-
-
-def _upper_median(values: list[float]) -> float:
-    s = sorted(values)
-    return s[len(s) // 2]
-
-
-def _z_score(k: int, n: int, alpha: float) -> float:
-    """Margin in noise sds for a score that is the upper median of k values:
-    below it, `need` values must all fall; chance over n nodes stays < alpha."""
-    need = k // 2 + 1
-    p = (alpha / (max(n, 1) * math.comb(k, need))) ** (1.0 / need)
-    return _NORMAL.inv_cdf(1.0 - min(max(p, 1e-15), 0.5))
-
-
-def _noise(ratios: list[float], floor: float) -> float:
-    """Robust relative spread: the MAD of the upper half (the low side is where
-    slow nodes and the selection of healthy-looking pairs cut in), widened
-    when the low tail is heavier than a normal's (stragglers), never below
-    the floor."""
-    if len(ratios) < 2:
-        return floor
-    mid = median(ratios)
-    upper = [r - mid for r in ratios if r >= mid]
-    mad = 1.4826 * median(upper) if len(upper) >= 2 else 0.0
-    tail = 0.0
-    if len(ratios) >= 200:
-        s = sorted(ratios)
-        q = s[int(0.01 * len(s))]
-        tail = (mid - q) / 2.326
-    return max(mad / mid if mid else floor, tail / mid if mid else 0.0, floor)
-
-
 # -- per key ---------------------------------------------------------------------
+# Pair keys are judged in pairs.py; the noise model and margins are in noise.py.
 
-@dataclass
-class _KeyResult:
-    key: str
-    median: float
-    noise: float
-    line: float
-    verdicts: dict[str, str]
-    scores: dict[str, float | None]
-    links: list[list[str]] = field(default_factory=list)
-    info: dict = field(default_factory=dict)
+_z_score = z_score  # the margin formula, under its old name (the bench's ground truth uses it)
 
 
-def _judge_pairs(key: str, ms: list[Measurement], p: Params, level: float | None = None,
-                 trusted: frozenset[str] = frozenset()) -> _KeyResult:
-    """`level`: the fleet median to judge against when this run is not a fleet
-    (a requalify: a few swapped nodes and their `trusted` reference nodes)."""
-    repeats: dict[tuple[str, str], list[float]] = {}
-    for m in ms:
-        a, b = m.nodes
-        if a == b:
-            continue
-        repeats.setdefault((a, b) if a < b else (b, a), []).append(m.busbw)
-    value = {pair: (vs[0] if len(vs) == 1 else median(vs)) for pair, vs in repeats.items()}
-    adj: dict[str, list[tuple[str, float]]] = {}
-    for (a, b), v in value.items():
-        adj.setdefault(a, []).append((b, v))
-        adj.setdefault(b, []).append((a, v))
-    n_nodes = len(adj)
-    cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
-    z = {k: _z_score(k, n_nodes, p.alpha) for k in range(1, 8)}
-
-    def scores(convicted: set[str]) -> dict[str, float | None]:
-        out = {}
-        for n, pairs in adj.items():
-            vals = [v for q, v in pairs if q not in convicted] if n not in convicted else [v for _q, v in pairs]
-            out[n] = _upper_median(vals) if vals else None
-        return out
-
-    best = {n: max(v for _q, v in pairs) for n, pairs in adj.items()}
-
-    def top_level(score: dict, convicted: set[str]) -> float:
-        """The level healthy nodes run at: the median of the nodes' best pairs
-        near the top (a healthy node with one healthy partner shows it)."""
-        ranked = sorted(best[n] for n in adj if n not in convicted)
-        if not ranked:
-            return 0.0
-        top = ranked[(3 * len(ranked)) // 4]
-        return median(x for x in ranked if x >= p.threshold * top)
-
-    def noise(score: dict, convicted: set[str]) -> float:
-        # From pairs of healthy-looking nodes: scores near the fleet's top
-        # level (with half the fleet slow the median itself is not).
-        level = top_level(score, convicted)
-        if not level:
-            return p.noise_floor
-        cut = p.threshold * level
-        healthy = [v / level for (a, b), v in value.items()
-                   if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
-        return _noise(healthy, p.noise_floor)
-
-    def convict(fleet: float, pinned: bool) -> tuple[set[str], dict, float, float]:
-        convicted: set[str] = set()
-        score = scores(convicted)
-        sigma = p.noise_floor
-        for _ in range(8):  # convictions only grow; a few passes settle the median
-            line = p.threshold * fleet
-            sigma = noise(score, convicted)
-
-            drain_at = {k: line * (1 - zk * sigma) for k, zk in z.items()}
-
-            def drain_line(k: int) -> float:
-                return drain_at.get(k, drain_at[7])
-
-            # Only nodes below the line can be guilty; a node whose evidence
-            # changes (a partner convicted) is pushed again below.
-            heap = [(s, -len(adj[n]), n) for n, s in score.items() if s is not None and s < line]
-            heapq.heapify(heap)
-            deferred: list[tuple[float, int, str]] = []
-            tentative: set[str] = set()
-            before = len(convicted)
-
-            def free(n: str) -> list[float]:
-                return [v for q, v in adj[n] if q not in convicted]
-
-            def slow_rule(vals: list[float], s: float) -> bool:
-                # Slow with at least two distinct partners, clearly below the
-                # line, and (nearly) no pair above it: a slow node bottlenecks
-                # every pair; a pair far above the node's own score (beyond
-                # what noise spreads runs of one level apart) contradicts it.
-                # One lucky pair does not save a node slow with three others.
-                high = min(line, s * (1 + 6 * sigma))
-                return len(vals) >= 2 and s < drain_line(len(vals)) and \
-                    sum(1 for v in vals if v >= high) < len(vals) // 2
-
-            def suspect(q: str) -> bool:
-                """Below the line with every partner: its pairs may be its own fault
-                (a node with a pair above the line is not slow)."""
-                if q in trusted:
-                    return False
-                vals = free(q)
-                return bool(vals) and max(vals) < line
-
-            def robust(n: str) -> bool:
-                """Slow even without the partners that are convicted or suspects:
-                with two such partners by the rule above; with one, when that
-                partner is fine with someone else and every pair of the node
-                (suspects' and convicts' too) is clearly below the line."""
-                clean = [(q, v) for q, v in adj[n] if q not in convicted and not suspect(q)]
-                if len(clean) >= 2:
-                    vals = [v for _q, v in clean]
-                    return slow_rule(vals, _upper_median(vals))
-                if len(clean) == 1 and len(adj[n]) >= 2:
-                    q = clean[0][0]
-                    every = [v for _q, v in adj[n]]
-                    return max(every) < drain_line(len(every)) and \
-                        (q in trusted or any(w >= line for r, w in adj[q] if r != n and r not in convicted))
-                return False
-
-            def push_around(n: str) -> None:
-                """Re-check the partners of a new convict and theirs (their suspects changed)."""
-                for q, _v in adj[n]:
-                    for r in (q, *(r for r, _w in adj[q])):
-                        if r not in convicted:
-                            rv = free(r)
-                            if rv:
-                                heapq.heappush(heap, (_upper_median(rv), -len(rv), r))
-
-            while True:
-                while heap:
-                    s, _k, n = heapq.heappop(heap)
-                    if n in convicted:
-                        continue
-                    vals = free(n)
-                    if not vals:
-                        continue
-                    now = _upper_median(vals)
-                    if now != s:
-                        heapq.heappush(heap, (now, -len(vals), n))
-                        continue
-                    if now >= line:
-                        continue
-                    if robust(n):
-                        convicted.add(n)
-                        push_around(n)
-                    elif slow_rule(vals, s):
-                        heapq.heappush(deferred, (s, -len(vals), n))  # its suspects may explain it
-                # Only suspects explaining each other are left: convict the
-                # slowest one (one at a time) and look again.
-                while deferred:
-                    s, _k, n = heapq.heappop(deferred)
-                    vals = free(n) if n not in convicted else []
-                    if vals and _upper_median(vals) == s and slow_rule(vals, s):
-                        convicted.add(n)
-                        tentative.add(n)
-                        push_around(n)
-                        break
-                if not heap:
-                    break
-            # A node convicted only to explain its partners stays convicted if
-            # the evidence left once they are convicted still says so; else retest.
-            for n in sorted(tentative):
-                convicted.discard(n)
-                if robust(n):
-                    convicted.add(n)
-            tentative.clear()
-            score = scores(convicted)
-            new_fleet = fleet if pinned else median(s for s in score.values() if s is not None)
-            if len(convicted) == before and new_fleet == fleet:
-                break
-            fleet = new_fleet
-        return convicted, score, fleet, sigma
-
-    first = scores(set())
-    if level:
-        convicted, score, fleet, sigma = convict(level, True)
-    else:
-        convicted, score, fleet, sigma = convict(median(s for s in first.values() if s is not None), False)
-    # Nodes whose best pair is clearly *above* the fleet by as much as the drain
-    # line is below it: the fleet is split in two levels and its median sits at
-    # the slow one. Judge against the top level then (the guard trips anyway).
-    high = fleet / p.threshold * (1 + z[3] * sigma)
-    above = sum(1 for n in adj if max(v for _q, v in adj[n]) > high)
-    split = above > cap and not level
-    if level:
-        pass
-    elif split:
-        convicted, score, fleet, sigma = convict(top_level(score, convicted), True)
-    elif len(convicted) > cap:
-        # Too many slow nodes for the guard: the median over all nodes sits
-        # between two levels. Say which nodes are slow against the level of
-        # the rest (nothing is drained either way; the report shows them).
-        rest = sorted(s for n, s in score.items() if s is not None and n not in convicted)
-        if rest:
-            q75 = rest[(3 * len(rest)) // 4]
-            level = median(x for x in rest if x >= p.threshold * q75)
-            if level > fleet:
-                convicted, score, fleet, sigma = convict(level, True)
-    line = p.threshold * fleet
-
-    verdicts: dict[str, str] = {}
-    for n in adj:
-        if n in convicted:
-            verdicts[n] = "fail"
-        elif score[n] is None or score[n] < line:
-            verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
-        else:
-            verdicts[n] = "pass"
-
-    # Links: clearly below the line (margin for one value, or fewer sds for a
-    # repeated one), between two nodes that are each fine with another partner.
-    links = []
-    n_links = max(len(value), 1)
-    z_link = _NORMAL.inv_cdf(1 - p.alpha / n_links)
-    for (a, b), v in value.items():
-        if a in convicted or b in convicted or v >= line:
-            continue
-        r = len(repeats[(a, b)])
-        if v >= line * (1 - z_link * sigma / math.sqrt(r)):
-            continue
-        fine_a = any(q != b and q not in convicted and w >= line for q, w in adj[a])
-        fine_b = any(q != a and q not in convicted and w >= line for q, w in adj[b])
-        if fine_a and fine_b:
-            links.append([a, b])
-    info = {"pairs": len(value), "measured": len(ms), "repeated": sum(1 for vs in repeats.values() if len(vs) > 1),
-            "drain_line_3": round(line * (1 - z[3] * sigma), 3), "clearly_above": above if split else 0,
-            "split": split}
-    return _KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, sorted(links), info)
-
-
-def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | None = None) -> _KeyResult:
+def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | None = None) -> KeyResult:
     """Intra-node (one node per measurement): each node against its GPU model's median."""
     per: dict[str, list[float]] = {}
     for m in ms:
@@ -505,19 +252,15 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
     fleet = level or median(value.values())
     line = p.threshold * fleet
     # Values under the single-run floor are slow nodes, not noise: left out.
-    sigma = _noise([v / fleet for v in value.values() if v >= (p.threshold - 0.15) * fleet], p.noise_floor) \
+    sigma = robust_noise([v / fleet for v in value.values() if v >= (p.threshold - 0.15) * fleet], p.noise_floor) \
         if fleet else p.noise_floor
-    z = _NORMAL.inv_cdf(1 - p.alpha / max(len(value), 1))
+    z = one_sided_z(p.alpha, len(value))
     # One number per node: besides the noise margin, never convict above
     # (threshold - 0.15) x median, where a single straggling run can land.
     drain = min(line * (1 - z * sigma), (p.threshold - 0.15) * fleet)
     verdicts = {n: "fail" if v < drain else "retest" if v < line else "pass" for n, v in value.items()}
-    return _KeyResult(key, fleet, sigma, line, verdicts, {n: _r(v) for n, v in value.items()},
+    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(v) for n, v in value.items()},
                       info={"measured": len(ms), "drain_line": round(drain, 3)})
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 3)
 
 
 def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[Measurement]:
@@ -578,12 +321,12 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
                 models.setdefault(n, m.gpu_model)
         if m.nccl_version:
             versions["nccl"].add(m.nccl_version)
-    results: dict[str, _KeyResult] = {}
+    results: dict[str, KeyResult] = {}
     medians: dict[str, float] = {}
     for key, ms in sorted(by_key.items()):
         topo = split_key(key)[1]
         if topo == "pair":
-            results[key] = _judge_pairs(key, ms, p, (fleet_level or {}).get(key), frozenset(trusted or ()))
+            results[key] = judge_pairs(key, ms, p, (fleet_level or {}).get(key), frozenset(trusted or ()))
         elif topo == "intra":
             results[key] = _judge_single(key, ms, p, (fleet_level or {}).get(key))
         else:

@@ -1,0 +1,306 @@
+"""Judging one pair key (``test:pair``): which nodes are slow, which links.
+
+Stages, each a plain function or small class:
+
+- `link_values`: a link measured more than once is one link (median of its
+  repeats); the adjacency of nodes and their partners;
+- `node_scores`: each node's upper median over partners not convicted;
+- `top_level` / `healthy_noise`: the level healthy nodes run at and the
+  noise of pairs between healthy-looking nodes;
+- `Conviction`: the conviction loop at one line and noise, slowest first,
+  each conviction removing that node from its partners' evidence;
+- `convict`: passes of that loop until the fleet median settles;
+- `suspect_links`: slow pairs between two nodes fine elsewhere;
+- `judge_pairs`: all of the above, plus the split-fleet and guard re-judging.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import TYPE_CHECKING, Iterable
+
+from .noise import drain_line, margins, one_sided_z, robust_noise, upper_median
+
+if TYPE_CHECKING:
+    from .analyze import Measurement, Params
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class KeyResult:
+    """The verdicts of one measurement key, and what judged them."""
+    key: str
+    median: float
+    noise: float
+    line: float
+    verdicts: dict[str, str]
+    scores: dict[str, float | None]
+    links: list[list[str]] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class PairGraph:
+    """One value per link, and each node's partners with those values."""
+    repeats: dict[Pair, list[float]]
+    value: dict[Pair, float]
+    adj: dict[str, list[tuple[str, float]]]
+    best: dict[str, float]  # each node's best pair
+
+
+def link_values(ms: Iterable["Measurement"]) -> PairGraph:
+    repeats: dict[Pair, list[float]] = {}
+    for m in ms:
+        a, b = m.nodes
+        if a == b:
+            continue
+        repeats.setdefault((a, b) if a < b else (b, a), []).append(m.busbw)
+    value = {pair: (vs[0] if len(vs) == 1 else median(vs)) for pair, vs in repeats.items()}
+    adj: dict[str, list[tuple[str, float]]] = {}
+    for (a, b), v in value.items():
+        adj.setdefault(a, []).append((b, v))
+        adj.setdefault(b, []).append((a, v))
+    best = {n: max(v for _q, v in pairs) for n, pairs in adj.items()}
+    return PairGraph(repeats, value, adj, best)
+
+
+def node_scores(g: PairGraph, convicted: set[str]) -> dict[str, float | None]:
+    """Upper median over partners not convicted (a convict keeps all its pairs)."""
+    out: dict[str, float | None] = {}
+    for n, pairs in g.adj.items():
+        vals = [v for q, v in pairs if q not in convicted] if n not in convicted else [v for _q, v in pairs]
+        out[n] = upper_median(vals) if vals else None
+    return out
+
+
+def top_level(g: PairGraph, convicted: set[str], threshold: float) -> float:
+    """The level healthy nodes run at: the median of the nodes' best pairs
+    near the top (a healthy node with one healthy partner shows it)."""
+    ranked = sorted(g.best[n] for n in g.adj if n not in convicted)
+    if not ranked:
+        return 0.0
+    top = ranked[(3 * len(ranked)) // 4]
+    return median(x for x in ranked if x >= threshold * top)
+
+
+def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: float, floor: float) -> float:
+    """Noise from pairs of healthy-looking nodes: scores near the fleet's top
+    level (with half the fleet slow the median itself is not)."""
+    level = top_level(g, convicted, threshold)
+    if not level:
+        return floor
+    cut = threshold * level
+    healthy = [v / level for (a, b), v in g.value.items()
+               if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
+    return robust_noise(healthy, floor)
+
+
+class Conviction:
+    """One pass of convictions at a fixed line and noise: nodes below the
+    line, slowest first; `convicted` grows in place."""
+
+    def __init__(self, g: PairGraph, line: float, sigma: float, z: dict[int, float],
+                 convicted: set[str], trusted: frozenset[str]):
+        self.g, self.line, self.sigma, self.trusted = g, line, sigma, trusted
+        self.convicted = convicted
+        self._drain_at = {k: drain_line(line, sigma, zk) for k, zk in z.items()}
+        self._k_max = max(z)
+
+    def drain_line(self, k: int) -> float:
+        return self._drain_at.get(k, self._drain_at[self._k_max])
+
+    def free(self, n: str) -> list[float]:
+        return [v for q, v in self.g.adj[n] if q not in self.convicted]
+
+    def slow_rule(self, vals: list[float], s: float) -> bool:
+        """Slow with at least two distinct partners, clearly below the line,
+        and (nearly) no pair above it: a slow node bottlenecks every pair; a
+        pair far above the node's own score (beyond what noise spreads runs
+        of one level apart) contradicts it. One lucky pair does not save a
+        node slow with three others."""
+        high = min(self.line, s * (1 + 6 * self.sigma))
+        return len(vals) >= 2 and s < self.drain_line(len(vals)) and \
+            sum(1 for v in vals if v >= high) < len(vals) // 2
+
+    def suspect(self, q: str) -> bool:
+        """Below the line with every partner: its pairs may be its own fault
+        (a node with a pair above the line is not slow)."""
+        if q in self.trusted:
+            return False
+        vals = self.free(q)
+        return bool(vals) and max(vals) < self.line
+
+    def robust(self, n: str) -> bool:
+        """Slow even without the partners that are convicted or suspects:
+        with two such partners by the rule above; with one, when that
+        partner is fine with someone else and every pair of the node
+        (suspects' and convicts' too) is clearly below the line."""
+        adj, convicted = self.g.adj, self.convicted
+        clean = [(q, v) for q, v in adj[n] if q not in convicted and not self.suspect(q)]
+        if len(clean) >= 2:
+            vals = [v for _q, v in clean]
+            return self.slow_rule(vals, upper_median(vals))
+        if len(clean) == 1 and len(adj[n]) >= 2:
+            q = clean[0][0]
+            every = [v for _q, v in adj[n]]
+            return max(every) < self.drain_line(len(every)) and \
+                (q in self.trusted or any(w >= self.line for r, w in adj[q] if r != n and r not in convicted))
+        return False
+
+    def _push_around(self, n: str, heap: list) -> None:
+        """Re-check the partners of a new convict and theirs (their suspects changed)."""
+        adj = self.g.adj
+        for q, _v in adj[n]:
+            for r in (q, *(r for r, _w in adj[q])):
+                if r not in self.convicted:
+                    rv = self.free(r)
+                    if rv:
+                        heapq.heappush(heap, (upper_median(rv), -len(rv), r))
+
+    def run(self, score: dict[str, float | None]) -> None:
+        """Convict, slowest first; nodes below the line whose slowness may be
+        explained by their suspect partners are convicted tentatively, one at
+        a time, and kept only if the evidence left still says so."""
+        adj, convicted, line = self.g.adj, self.convicted, self.line
+        # Only nodes below the line can be guilty; a node whose evidence
+        # changes (a partner convicted) is pushed again.
+        heap = [(s, -len(adj[n]), n) for n, s in score.items() if s is not None and s < line]
+        heapq.heapify(heap)
+        deferred: list[tuple[float, int, str]] = []
+        tentative: set[str] = set()
+        while True:
+            while heap:
+                s, _k, n = heapq.heappop(heap)
+                if n in convicted:
+                    continue
+                vals = self.free(n)
+                if not vals:
+                    continue
+                now = upper_median(vals)
+                if now != s:
+                    heapq.heappush(heap, (now, -len(vals), n))
+                    continue
+                if now >= line:
+                    continue
+                if self.robust(n):
+                    convicted.add(n)
+                    self._push_around(n, heap)
+                elif self.slow_rule(vals, s):
+                    heapq.heappush(deferred, (s, -len(vals), n))  # its suspects may explain it
+            # Only suspects explaining each other are left: convict the
+            # slowest one (one at a time) and look again.
+            while deferred:
+                s, _k, n = heapq.heappop(deferred)
+                vals = self.free(n) if n not in convicted else []
+                if vals and upper_median(vals) == s and self.slow_rule(vals, s):
+                    convicted.add(n)
+                    tentative.add(n)
+                    self._push_around(n, heap)
+                    break
+            if not heap:
+                break
+        # A node convicted only to explain its partners stays convicted if
+        # the evidence left once they are convicted still says so.
+        for n in sorted(tentative):
+            convicted.discard(n)
+            if self.robust(n):
+                convicted.add(n)
+
+
+def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", z: dict[int, float],
+            trusted: frozenset[str]) -> tuple[set[str], dict[str, float | None], float, float]:
+    """Passes of `Conviction` until the convicts and the fleet median settle
+    (convictions only grow). `pinned`: the fleet level is given, not re-estimated.
+    Returns (convicted, scores, fleet level, noise)."""
+    convicted: set[str] = set()
+    score = node_scores(g, convicted)
+    sigma = p.noise_floor
+    for _ in range(8):
+        line = p.threshold * fleet
+        sigma = healthy_noise(g, score, convicted, p.threshold, p.noise_floor)
+        before = len(convicted)
+        Conviction(g, line, sigma, z, convicted, trusted).run(score)
+        score = node_scores(g, convicted)
+        new_fleet = fleet if pinned else median(s for s in score.values() if s is not None)
+        if len(convicted) == before and new_fleet == fleet:
+            break
+        fleet = new_fleet
+    return convicted, score, fleet, sigma
+
+
+def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float) -> list[list[str]]:
+    """Links clearly below the line (margin for one value, or fewer sds for a
+    repeated one), between two nodes that are each fine with another partner."""
+    links = []
+    z_link = one_sided_z(alpha, len(g.value))
+    for (a, b), v in g.value.items():
+        if a in convicted or b in convicted or v >= line:
+            continue
+        r = len(g.repeats[(a, b)])
+        if v >= line * (1 - z_link * sigma / math.sqrt(r)):
+            continue
+        fine_a = any(q != b and q not in convicted and w >= line for q, w in g.adj[a])
+        fine_b = any(q != a and q not in convicted and w >= line for q, w in g.adj[b])
+        if fine_a and fine_b:
+            links.append([a, b])
+    return sorted(links)
+
+
+def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
+                trusted: frozenset[str] = frozenset()) -> KeyResult:
+    """`level`: the fleet median to judge against when this run is not a fleet
+    (a requalify: a few swapped nodes and their `trusted` reference nodes)."""
+    g = link_values(ms)
+    n_nodes = len(g.adj)
+    cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
+    z = margins(n_nodes, p.alpha)
+    if level:
+        convicted, score, fleet, sigma = convict(g, level, True, p, z, trusted)
+    else:
+        first = node_scores(g, set())
+        convicted, score, fleet, sigma = convict(g, median(s for s in first.values() if s is not None),
+                                                 False, p, z, trusted)
+    # Nodes whose best pair is clearly *above* the fleet by as much as the drain
+    # line is below it: the fleet is split in two levels and its median sits at
+    # the slow one. Judge against the top level then (the guard trips anyway).
+    high = fleet / p.threshold * (1 + z[3] * sigma)
+    above = sum(1 for n in g.adj if g.best[n] > high)
+    split = above > cap and not level
+    if level:
+        pass
+    elif split:
+        convicted, score, fleet, sigma = convict(g, top_level(g, convicted, p.threshold), True, p, z, trusted)
+    elif len(convicted) > cap:
+        # Too many slow nodes for the guard: the median over all nodes sits
+        # between two levels. Say which nodes are slow against the level of
+        # the rest (nothing is drained either way; the report shows them).
+        rest = sorted(s for n, s in score.items() if s is not None and n not in convicted)
+        if rest:
+            q75 = rest[(3 * len(rest)) // 4]
+            rest_level = median(x for x in rest if x >= p.threshold * q75)
+            if rest_level > fleet:
+                convicted, score, fleet, sigma = convict(g, rest_level, True, p, z, trusted)
+    line = p.threshold * fleet
+
+    verdicts: dict[str, str] = {}
+    for n in g.adj:
+        if n in convicted:
+            verdicts[n] = "fail"
+        elif score[n] is None or score[n] < line:
+            verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
+        else:
+            verdicts[n] = "pass"
+    links = suspect_links(g, convicted, line, sigma, p.alpha)
+    info = {"pairs": len(g.value), "measured": len(ms),
+            "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
+            "drain_line_3": round(drain_line(line, sigma, z[3]), 3), "clearly_above": above if split else 0,
+            "split": split}
+    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info)
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)

@@ -1,0 +1,37 @@
+"""The noise model and margins (slurmqual/burnin/noise.py) that every burn-in
+judgement shares: spreads of measured ratios, margins by fleet size."""
+
+import random
+
+import pytest
+
+from fleet import Fabric, names, run
+from slurmqual.burnin.noise import drain_line, margins, one_sided_z, robust_noise, upper_median, z_score
+
+
+def healthy_ratios(noise, seed=1, n=512):
+    """Pair values of a healthy fleet, relative to its level (what judge_pairs feeds the estimator)."""
+    ms = [m for m in run(names(n), Fabric(noise=noise), seed=seed, intra=False)]
+    return [m.busbw / 380.0 for m in ms]
+
+
+def test_upper_median_is_an_element_and_upper():
+    assert upper_median([3.0, 1.0]) == 3.0 and upper_median([2.0, 9.0, 1.0]) == 2.0
+
+
+def test_margin_grows_with_fleet_size_and_shrinks_with_partners():
+    assert z_score(3, 4096, 0.01) > z_score(3, 512, 0.01) > z_score(3, 16, 0.01)
+    assert z_score(5, 512, 0.01) < z_score(3, 512, 0.01) < z_score(1, 512, 0.01)
+    m = margins(512, 0.01)
+    assert sorted(m) == list(range(1, 8)) and m[3] == z_score(3, 512, 0.01)
+    assert one_sided_z(0.01, 1000) == pytest.approx(z_score(1, 1000, 0.01))
+    assert drain_line(0.9, 0.02, 3.0) == pytest.approx(0.9 * 0.94)
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.05, 0.08])
+def test_noise_of_a_healthy_fleet_is_its_spread(noise):
+    assert robust_noise(healthy_ratios(noise), 0.01) == pytest.approx(noise, rel=0.15)
+
+
+def test_noise_never_below_the_floor():
+    assert robust_noise([1.0] * 50, 0.01) == 0.01 and robust_noise([1.0], 0.03) == 0.03
