@@ -48,10 +48,6 @@ def facts_path(state_dir: str, node: str) -> str:
     return os.path.join(state_dir, FACTS_DIR, f"{node}.json")
 
 
-def _names(value: object) -> tuple[str, ...]:
-    return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
-
-
 def read(state_dir: str, node: str) -> Facts | None:
     """The node's facts file, or None when missing or unreadable (a bad file
     only means asking Slurm again)."""
@@ -66,7 +62,9 @@ def read(state_dir: str, node: str) -> Facts | None:
     t, tried = doc.get("time"), doc.get("tried")
     if not isinstance(t, (int, float)) or not isinstance(tried, (int, float)):
         return None
-    return Facts(_names(doc.get("partitions")), _names(doc.get("features")), float(t), float(tried),
+    from .slurm.schema.nodes import name_list
+
+    return Facts(name_list(doc.get("partitions")), name_list(doc.get("features")), float(t), float(tried),
                  str(doc.get("error") or ""))
 
 
@@ -78,41 +76,6 @@ def write(state_dir: str, node: str, facts: Facts) -> None:
     write_text(path, json.dumps({"node": node, "time": facts.time, "tried": facts.tried,
                                  "partitions": list(facts.partitions), "features": list(facts.features),
                                  "error": facts.error}))
-
-
-def _split(value: str) -> tuple[str, ...]:
-    """A comma list as scontrol prints it; "(null)" is none."""
-    return () if value in ("", "(null)") else tuple(v for v in value.split(",") if v)
-
-
-def parse_oneliner(text: str, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(partitions, features) of `node` from `scontrol show node NAME --oneliner`.
-    Features are AvailableFeatures (slurm.conf Features=, what the hardware is),
-    not ActiveFeatures (what a node_features plugin switched on for now)."""
-    for line in text.splitlines():
-        if line.split(None, 1)[:1] != [f"NodeName={node}"]:
-            continue
-        fields = {}
-        for tok in line.split():
-            key, eq, value = tok.partition("=")
-            if eq and key in ("AvailableFeatures", "Partitions") and key not in fields:
-                fields[key] = value
-        if "AvailableFeatures" not in fields:
-            raise ValueError(f"scontrol show node {node}: no AvailableFeatures= field")
-        return _split(fields.get("Partitions", "")), _split(fields["AvailableFeatures"])
-    raise ValueError(f"scontrol show node {node}: no NodeName={node} line")
-
-
-def from_rest(doc: object, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(partitions, features) of `node` from a slurmrestd/`scontrol --json`
-    node document: features are a comma string up to v0.0.38, a list after."""
-    nodes = doc.get("nodes") if isinstance(doc, dict) else None
-    for rec in nodes if isinstance(nodes, list) else []:
-        if isinstance(rec, dict) and rec.get("name") == node:
-            feats = rec.get("features")
-            features = _split(feats) if isinstance(feats, str) else _names(feats)
-            return _names(rec.get("partitions")), features
-    raise ValueError(f"node {node} not in the node list")
 
 
 def fetch(config, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

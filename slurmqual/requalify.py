@@ -229,10 +229,10 @@ class Requalify:
         end = time.monotonic() + timeout
         while jobs and time.monotonic() < end:
             try:
-                states = self.adapter.job_states(jobs)
+                records = self.adapter.jobs(jobs)
             except Exception:  # noqa: BLE001
                 return
-            if not any(v in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED") for v in states.values()):
+            if not any(r.active for r in records.values()):
                 return
             time.sleep(1)
 
@@ -333,11 +333,10 @@ class Requalify:
         deadline = time.monotonic() + 4 * 3600
         last_line, last_time = "", 0.0
         while time.monotonic() < deadline:
-            states = self.adapter.job_states([sub["analysis_job"]])
-            state = states.get(sub["analysis_job"], "GONE")
-            if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+            job = self.adapter.jobs([sub["analysis_job"]]).get(sub["analysis_job"])
+            if job is None or not job.active:
                 break
-            line = f"burn-in: {progress(sub['run_dir'])}; analysis {state.lower()}"
+            line = f"burn-in: {progress(sub['run_dir'])}; analysis {job.state.lower()}"
             if line != last_line or time.monotonic() - last_time > 60:
                 self.out(f"{time.strftime('%H:%M:%S')} {line}")
                 last_line, last_time = line, time.monotonic()

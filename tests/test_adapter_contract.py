@@ -98,22 +98,30 @@ def test_node_info_hostlist_and_drain_flags(cluster, adapter):
         cluster.run("scontrol", "update", "nodename=n2", "state=resume")
 
 
+def states(adapter, job: str) -> dict[str, str]:
+    return {k: r.state for k, r in adapter.jobs([job]).items()}
+
+
 def test_submit_states_and_cancel(cluster, adapter):
     job = adapter.submit(["--job-name=contract", "--nodes=1", "--time=00:05:00", "--output=/dev/null",
                           "--exclusive"], script="sleep 30")
     assert job.isdigit()
-    _wait(lambda: adapter.job_states([job]).get(job) == "RUNNING", what=f"job {job} running")
-    assert adapter.job_states([job]) == {job: "RUNNING"}
+    _wait(lambda: states(adapter, job).get(job) == "RUNNING", what=f"job {job} running")
+    assert states(adapter, job) == {job: "RUNNING"} and adapter.jobs([job])[job].active
+    cluster.run("scontrol", "suspend", job)   # a suspended job is not finished (requalify, burnin watch)
+    _wait(lambda: states(adapter, job).get(job) == "SUSPENDED", what=f"job {job} suspended")
+    assert adapter.jobs([job])[job].active
     adapter.cancel([job])
-    _wait(lambda: adapter.job_states([job]).get(job) == "CANCELLED", what=f"job {job} cancelled")
+    _wait(lambda: states(adapter, job).get(job) == "CANCELLED", what=f"job {job} cancelled")
+    assert not adapter.jobs([job])[job].active
 
 
 def test_array_tasks_are_tracked(cluster, adapter):
     job = adapter.submit(["--job-name=contract-array", "--array=0-1", "--nodes=1", "--time=00:05:00",
                           "--output=/dev/null"], script="sleep 30")
     try:
-        _wait(lambda: set(adapter.job_states([job])) == {f"{job}_0", f"{job}_1"}, what="both array tasks listed")
-        _wait(lambda: set(adapter.job_states([job]).values()) == {"RUNNING"}, what="array tasks running")
+        _wait(lambda: set(states(adapter, job)) == {f"{job}_0", f"{job}_1"}, what="both array tasks listed")
+        _wait(lambda: set(states(adapter, job).values()) == {"RUNNING"}, what="array tasks running")
     finally:
         adapter.cancel([job])
 
@@ -154,7 +162,7 @@ def test_submit_with_a_node_list(cluster, adapter):
         return
     job = adapter.submit(argv, script="sleep 30")
     try:
-        _wait(lambda: adapter.job_states([job]).get(job) == "RUNNING", what=f"job {job} running")
+        _wait(lambda: states(adapter, job).get(job) == "RUNNING", what=f"job {job} running")
         where = cluster.run("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
         assert where == "n3"
     finally:

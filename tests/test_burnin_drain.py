@@ -8,25 +8,20 @@ from fleet import Fabric, run
 from slurmqual.burnin.analyze import Measurement, Params, analyze, median_for
 from slurmqual.burnin.runner import drain_failures
 from slurmqual.slurm import SlurmError
-from slurmqual.slurm.adapter import NodeInfo, SlurmAdapter
+from slurmqual.slurm.adapter import NodeInfo
+from slurmqual.testing import FakeAdapter
 
 NODES = [f"n{i}" for i in range(1, 17)]
 SLOW = ["n1", "n4", "n5", "n9", "n12"]  # each with healthy partners: clear evidence
 
 
-class RecordingAdapter(SlurmAdapter):
-    """Holds node states in memory and records drains: only the interface's two calls used here."""
-
-    def __init__(self, nodes):
-        self.nodes, self.drains = {n.name: n for n in nodes}, []
-
-    def node_info(self, hostlist=None):
-        return list(self.nodes.values())
+class RecordingAdapter(FakeAdapter):
+    """Slurm refuses to drain n12 (a name it does not know)."""
 
     def drain(self, nodes, reason):
         if "n12" in nodes:
             raise SlurmError("scontrol: Invalid node name specified")
-        self.drains.append((tuple(nodes), reason))
+        super().drain(nodes, reason)
 
 
 def analysis(slow, tests=("all_reduce",)):
@@ -41,7 +36,7 @@ def test_drains_with_our_reason_and_respects_others():
     assert key == "all_reduce:pair" and median == a.median["all_reduce:pair"]
     ours = f"slurmqual: burnin: busbw {a.nodes['n1']['score']:.1f} GB/s < 90% of median {median:.1f}"
     n9 = f"slurmqual: burnin: busbw {a.nodes['n9']['score']:.1f} GB/s < 90% of median {median:.1f}"
-    ad = RecordingAdapter([NodeInfo("n1", "idle"), NodeInfo("n4", "idle", ("DRAIN",), "admin: bad fan"),
+    ad = RecordingAdapter.with_nodes([NodeInfo("n1", "idle"), NodeInfo("n4", "idle", ("DRAIN",), "admin: bad fan"),
                            NodeInfo("n5", "idle", ("MAINTENANCE",)), NodeInfo("n9", "idle", ("DRAIN",), n9),
                            NodeInfo("n12", "idle")])
     log = []
@@ -59,7 +54,7 @@ def test_reason_names_the_test_and_median_that_failed_the_node():
     ms = [Measurement(m.nodes, m.busbw * (0.5 if m.test == "alltoall" and "n7" in m.nodes else 1), m.size, m.test,
                       m.ok, m.gpu_model) for m in ms]
     a = analyze(ms)
-    ad = RecordingAdapter([NodeInfo(n, "idle") for n in NODES])
+    ad = RecordingAdapter.with_nodes([NodeInfo(n, "idle") for n in NODES])
     assert drain_failures(ad, a) == ["n7"]
     (nodes, reason), = ad.drains
     m = re.fullmatch(r"slurmqual: burnin: alltoall pair busbw (\d+\.\d) GB/s < 90% of median (\d+\.\d)", reason)
@@ -71,4 +66,4 @@ def test_nothing_to_drain_asks_slurm_nothing():
         def node_info(self, hostlist=None):
             raise AssertionError("must not be called")
 
-    assert drain_failures(Unreachable([]), analysis([])) == []
+    assert drain_failures(Unreachable(), analysis([])) == []

@@ -12,26 +12,20 @@ import pytest
 from slurmqual.burnin.runner import submit
 from slurmqual.config import load
 from slurmqual.requalify import Cancelled
-from slurmqual.slurm.adapter import SlurmAdapter
+from slurmqual.testing import FakeAdapter
 
 
-class Interrupted(SlurmAdapter):
+class Interrupted(FakeAdapter):
     """Submits the first job, then the caller's cancel lands during the second sbatch."""
 
     def __init__(self, exc: BaseException):
-        self.exc, self.submitted, self.cancelled, self.by_name = exc, [], [], []
+        super().__init__()
+        self.exc = exc
 
     def submit(self, argv, script=None):
         if self.submitted:
             raise self.exc
-        self.submitted.append("101")
-        return "101"
-
-    def cancel(self, jobs):
-        self.cancelled += list(jobs)
-
-    def cancel_by_name(self, name):
-        self.by_name.append(name)
+        return super().submit(argv, script)
 
 
 @pytest.mark.parametrize("exc", [Cancelled("cancelled by signal 1"), KeyboardInterrupt("signal 15")],
@@ -42,7 +36,7 @@ def test_any_interruption_cancels_what_was_submitted(tmp_path, exc):
     adapter = Interrupted(exc)
     with pytest.raises(type(exc)):
         submit(load(str(cfg), use_cache=False), adapter, ["n1", "n2", "n3", "n4"], None, None)
-    assert adapter.cancelled == ["101"] and adapter.by_name and adapter.by_name[0].startswith("slurmqual-burnin-")
+    assert adapter.cancelled == ["101"] and adapter.cancelled_names and adapter.cancelled_names[0].startswith("slurmqual-burnin-")
     (run,) = os.listdir(tmp_path / "runs")
     jobs = json.loads((tmp_path / "runs" / run / "jobs.json").read_text())
     assert jobs == {"tasks": {"0": "101"}, "analysis": None, "cancelled": True}

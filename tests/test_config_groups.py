@@ -19,6 +19,7 @@ from dataclasses import replace
 import pytest
 
 from slurmqual import hooks, nodefacts
+from slurmqual.slurm.schema import FormatError, groups_from_doc, groups_from_oneliner
 from slurmqual.config import ConfigError, load
 from slurmqual.nodetree import NodeSpec, build
 
@@ -179,9 +180,9 @@ def test_cache_with_bad_groups_is_revalidated(tmp_path):
 @pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 def test_facts_from_real_scontrol_oneliner(version):
     text = open(os.path.join(REAL, version, "scontrol_show_node_oneliner.txt")).read()
-    assert nodefacts.parse_oneliner(text, "n2") == (("main",), ())
-    with pytest.raises(ValueError, match="no NodeName=gpu9 line"):
-        nodefacts.parse_oneliner(text, "gpu9")
+    assert groups_from_oneliner(text, "n2") == (("main",), ())
+    with pytest.raises(FormatError, match="no NodeName=gpu9 line"):
+        groups_from_oneliner(text, "gpu9")
 
 
 @pytest.mark.parametrize("doc", ["22.05/slurmrestd_v0.0.38_nodes.json", "24.11/slurmrestd_v0.0.41_nodes.json",
@@ -189,7 +190,9 @@ def test_facts_from_real_scontrol_oneliner(version):
 def test_facts_from_real_node_json(doc):
     data = json.load(open(os.path.join(REAL, doc)))
     name = data["nodes"][0]["name"]
-    assert nodefacts.from_rest(data, name) == (("main",), ())
+    assert groups_from_doc(data, name) == (("main",), ())
+    with pytest.raises(FormatError, match="node gpu9 not in the node list"):
+        groups_from_doc(data, "gpu9")
 
 
 def stub_scontrol(tmp_path, features: str = "nvswitch,sxm", partitions: str = "h200,all", rc: int = 0):

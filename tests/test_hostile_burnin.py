@@ -21,22 +21,10 @@ from fleet import Fabric, run
 from slurmqual import cli, names
 from slurmqual.burnin.analyze import Measurement
 from slurmqual.burnin.store import MIGRATIONS, StoreError, existing, open_store
-from slurmqual.slurm.adapter import NodeInfo, SlurmAdapter
+from slurmqual.slurm.adapter import NodeInfo
+from slurmqual.testing import FakeAdapter
 
 NODES = [f"n{i}" for i in range(1, 13)]
-
-
-class RecordingAdapter(SlurmAdapter):
-    """Node states in memory; records every drain (the two calls the analysis makes)."""
-
-    def __init__(self):
-        self.drains: list[tuple[tuple[str, ...], str]] = []
-
-    def node_info(self, hostlist=None):
-        return [NodeInfo(n, "IDLE", [], "") for n in NODES]
-
-    def drain(self, nodes, reason):
-        self.drains.append((tuple(nodes), reason))
 
 
 def fleet_lines(slow=("n3",)) -> list[dict]:
@@ -48,13 +36,13 @@ def fleet_lines(slow=("n3",)) -> list[dict]:
 def analyze(tmp_path, monkeypatch):
     """Run `slurmqual burnin analyze --measurements FILE` in-process against a
     recording adapter; returns (rc, stderr, adapter)."""
-    adapter = RecordingAdapter()
+    adapter = FakeAdapter.with_nodes([NodeInfo(n, "idle") for n in NODES])
     monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: adapter)
     cfg = tmp_path / "sq.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/store/sq.db"\n[hooks]\nstate_dir = "{tmp_path}/state"\n'
                    f'[burnin]\nguard_min = 2\n')
 
-    def go(path, capsys) -> tuple[int, str, RecordingAdapter]:
+    def go(path, capsys) -> tuple[int, str, FakeAdapter]:
         rc = cli.main(["burnin", "analyze", "--measurements", str(path), "--config", str(cfg)])
         return rc, capsys.readouterr().err, adapter
     return go
@@ -187,7 +175,7 @@ def test_run_directory_with_hostile_task_results(tmp_path, analyze, capsys, monk
     plan = {"run_id": "r1", "scope": NODES, "groups": [NODES], "time": time.time()}
     (run_dir / "plan.json").write_text(json.dumps(plan))
     os.mkfifo(run_dir / "results/task-0.json")
-    adapter = RecordingAdapter()
+    adapter = FakeAdapter.with_nodes([NodeInfo(n, "idle") for n in NODES])
     monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: adapter)
     cfg = tmp_path / "sq.toml"
     cfg.write_text(f'[store]\npath = "{tmp_path}/store/sq.db"\n')
@@ -211,7 +199,7 @@ def test_metrics_write_failure_keeps_the_analysis_and_the_recorded_run(tmp_path,
     (run_dir / "plan.json").write_text(json.dumps(plan))
     (run_dir / "results/task-0.json").write_text(json.dumps({"task": 0, "complete": True,
                                                                "measurements": fleet_lines()}))
-    adapter = RecordingAdapter()
+    adapter = FakeAdapter.with_nodes([NodeInfo(n, "idle") for n in NODES])
     monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: adapter)
     (tmp_path / "metrics").write_text("not a directory\n")
     cfg = tmp_path / "sq.toml"
@@ -292,7 +280,7 @@ def test_two_first_time_analyses_creating_the_store_both_succeed(tmp_path):
 @pytest.mark.parametrize("kind", ["newer", "corrupt"])
 def test_status_says_the_store_is_unusable(tmp_path, monkeypatch, capsys, kind):
     """Not every node `unknown` in silence: status names the store problem and exits 1."""
-    adapter = RecordingAdapter()
+    adapter = FakeAdapter.with_nodes([NodeInfo(n, "idle") for n in NODES])
     monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: adapter)
     store = tmp_path / "sq.db"
     if kind == "newer":

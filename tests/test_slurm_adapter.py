@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from slurmqual.slurm.adapter import SlurmError, compress, expand
-from slurmqual.slurm.cli import CliAdapter, job_states_of, job_with_mark
+from slurmqual.slurm.adapter import JobRecord, SlurmError, compress, expand, jobs_of
+from slurmqual.slurm.cli import CliAdapter, job_with_mark
 from slurmqual.slurm.schema import (FormatError, SlurmVersion, decode_jobs, decode_nodes, doc_version,
                                     parse_node_oneliner, parse_version)
 
@@ -112,12 +112,13 @@ def test_jobs_of_squeue_and_every_rest_version(release):
         tasks = sorted(j.key for j in jobs if j.array_job_id)
         array_id = next(j.array_job_id for j in jobs if j.array_job_id)
         assert tasks == [f"{array_id}_{i}" for i in range(3)], name
-        states = job_states_of(jobs, [array_id])
+        states = {k: r.state for k, r in jobs_of(jobs, [array_id]).items()}
         assert set(states) == set(tasks) and set(states.values()) <= {"RUNNING", "PENDING"}, name
+        assert all(r.active for r in jobs_of(jobs, [array_id]).values()), name
         assert "RUNNING" in states.values(), name
         assert job_with_mark(jobs, MARK) == array_id, name
         one = next(j for j in jobs if j.name == "one")
-        assert job_states_of(jobs, [one.job_id]) == {one.job_id: one.state}, name
+        assert jobs_of(jobs, [one.job_id]) == {one.job_id: one}, name
         assert job_with_mark(jobs, "slurmqual-submit-ffffffffffffffff") is None
 
 
@@ -353,3 +354,22 @@ def test_pending_array_tasks_kept_in_the_array_record_are_listed():
     for bad in ("a-b", "5-2", "1-"):
         with pytest.raises(ValueError):
             array_tasks(bad)
+
+
+@pytest.mark.parametrize("state,flags,active", [
+    ("PENDING", (), True), ("RUNNING", (), True), ("SUSPENDED", (), True), ("COMPLETING", (), True),
+    ("CONFIGURING", (), True), ("REQUEUED", (), True), ("COMPLETED", ("COMPLETING",), True),
+    ("PENDING", ("REQUEUED",), True), ("COMPLETED", (), False), ("FAILED", (), False), ("CANCELLED", (), False),
+    ("TIMEOUT", (), False), ("NODE_FAIL", (), False), ("PREEMPTED", (), False), ("OUT_OF_MEMORY", (), False),
+])
+def test_job_record_knows_whether_a_job_is_still_going(state, flags, active):
+    """The one answer to "is this job still going?": a suspended analysis job is not finished."""
+    assert JobRecord("1", "1", None, "x", state, flags).active is active
+
+
+@pytest.mark.parametrize("gen,value", [(38, "SUSPENDED"), (40, ["SUSPENDED"]), (40, ["COMPLETED", "COMPLETING"])])
+def test_decoded_suspended_and_completing_jobs_are_active(gen, value):
+    doc = real(RELEASES[0] if gen == 38 else RELEASES[-1], "squeue_json.json")
+    rec = dict(doc["jobs"][0], job_state=value)
+    (job, *_) = decode_jobs(dict(doc, jobs=[rec]), "squeue --json")
+    assert job.active

@@ -151,10 +151,10 @@ def _watch(args, config) -> int:
         from ..burnin.runner import task_jobs
 
         ids = task_jobs(jobs)
-        states = adapter.job_states([*ids, jobs["analysis"]])
-        tasks = {k: v for k, v in states.items() if k != jobs["analysis"]}
-        done = sum(1 for v in tasks.values() if v in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"))
-        running = sum(1 for v in tasks.values() if v == "RUNNING")
+        records = adapter.jobs([*ids, jobs["analysis"]])
+        tasks = [r for k, r in records.items() if k != jobs["analysis"]]
+        done = sum(1 for r in tasks if not r.active)
+        running = sum(1 for r in tasks if r.state == "RUNNING")
         results = glob.glob(os.path.join(run_dir, "results", "task-*.json"))
         measured = 0
         for path in results:
@@ -163,10 +163,14 @@ def _watch(args, config) -> int:
                     measured += len(json.load(fh)["measurements"])
             except (OSError, ValueError, KeyError):
                 pass
-        analysis_state = states.get(jobs["analysis"], "DONE" if os.path.exists(os.path.join(run_dir, "analysis.json")) else "?")
+        analysis = records.get(jobs["analysis"])
+        if analysis is not None:
+            analysis_state = analysis.state
+        else:
+            analysis_state = "DONE" if os.path.exists(os.path.join(run_dir, "analysis.json")) else "?"
         print(f"{time.strftime('%H:%M:%S')} tasks: {len(plan['groups'])} total, {done} done, {running} running; "
               f"{measured} measurements; analysis {analysis_state}", flush=True)
-        if analysis_state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "?"):
+        if analysis_state != "?" and (analysis is None or not analysis.active):
             break
         if end is not None and time.monotonic() > end:
             print("watch: timed out (the run goes on)")

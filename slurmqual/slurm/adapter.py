@@ -1,81 +1,72 @@
 """The one way slurmqual talks to Slurm. Two implementations: the CLI
 (scontrol/sinfo/sbatch/squeue, always the cluster's own version) and
-slurmrestd (for admin hosts without the CLI). Both raise SlurmError."""
+slurmrestd (for admin hosts without the CLI). Both raise SlurmError; both
+decode what Slurm says with slurm/schema (NodeInfo, JobRecord). Tests use
+slurmqual.testing.FakeAdapter."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+
+from .schema.errors import SlurmError
+from .schema.jobs import JobRecord
+from .schema.nodes import NodeInfo
+
+__all__ = ["JobRecord", "NodeInfo", "SlurmAdapter", "SlurmError", "compress", "expand", "jobs_of"]
 
 
-class SlurmError(Exception):
-    """Slurm could not be reached or answered something we cannot read."""
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    state: str                                   # base state: idle, allocated, mixed, down, ...
-    flags: tuple[str, ...] = field(default=())   # DRAIN, MAINTENANCE, REBOOT_REQUESTED, NOT_RESPONDING, ...
-    reason: str = ""
-
-    @property
-    def drained(self) -> bool:
-        return "DRAIN" in self.flags or self.state.startswith("drain")
-
-    @property
-    def hands_off(self) -> bool:
-        """States an admin or Slurm is handling: never resume or re-reason these."""
-        busy = {"MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_DOWN", "POWERED_DOWN",
-                "POWER_DOWN", "POWERING_UP", "RESERVED_MAINT"}
-        from .schema.nodes import FLAGS
-
-        # A flag newer than slurmqual (a later Slurm) may mean anything: hands off.
-        unknown = set(self.flags) - FLAGS
-        return self.state in ("down", "future", "unknown") or bool(busy & set(self.flags)) or bool(unknown)
-
-
-class SlurmAdapter:
+class SlurmAdapter(ABC):
     """Interface; see slurm/cli.py and slurm/rest.py."""
 
+    @abstractmethod
     def node_info(self, hostlist: str | None = None) -> list[NodeInfo]:
-        raise NotImplementedError
+        """Nodes of `hostlist` (all nodes when None)."""
 
+    @abstractmethod
     def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(partitions, features) of one node, for `[[groups]]` (nodefacts.py)."""
-        raise NotImplementedError
 
-    def drain(self, nodes: list[str], reason: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def drain(self, nodes: list[str], reason: str) -> None: ...
 
-    def resume(self, nodes: list[str]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def resume(self, nodes: list[str]) -> None: ...
 
+    @abstractmethod
     def submit(self, argv: list[str], script: str | None = None) -> str:
         """sbatch arguments (and optional script text); returns the job id."""
-        raise NotImplementedError
 
-    def job_states(self, job_ids: list[str]) -> dict[str, str]:
-        """job id (or array task id) -> state, e.g. RUNNING, COMPLETED, FAILED."""
-        raise NotImplementedError
+    @abstractmethod
+    def jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
+        """Job (or array task "J_T") -> its record; asking for an array's id
+        returns all its tasks. A job Slurm no longer lists is absent.
+        `record.active` says whether it is still going."""
 
-    def cancel(self, job_ids: list[str]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def cancel(self, job_ids: list[str]) -> None: ...
 
-    def cancel_by_name(self, name: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def cancel_by_name(self, name: str) -> None: ...
 
-    def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None: ...
+
+    @abstractmethod
+    def delete_reservation(self, name: str) -> None: ...
+
+    @abstractmethod
+    def reservations(self) -> list[str]: ...
 
     def srun_argv(self) -> list[str]:
         """How to start a step on a node (requalify's checks); CLI only."""
         raise SlurmError("needs srun on this host")
 
-    def delete_reservation(self, name: str) -> None:
-        raise NotImplementedError
 
-    def reservations(self) -> list[str]:
-        raise NotImplementedError
+def jobs_of(records: list[JobRecord], job_ids: list[str]) -> dict[str, JobRecord]:
+    """Job (or array task "J_T") -> record, from a full job list; asking for
+    an array's id returns all its tasks."""
+    wanted = set(job_ids)
+    return {j.key: j for j in records if {j.job_id, j.key, j.array_job_id} & wanted}
 
 
 def expand(hostlist: str) -> list[str]:

@@ -23,8 +23,9 @@ import time
 import uuid
 
 from ..command import CommandError, run
-from .adapter import NodeInfo, SlurmAdapter, SlurmError, compress, expand
-from .schema import FormatError, SlurmVersion, decode_jobs, decode_nodes, parse_node_oneliner, parse_version
+from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, compress, expand, jobs_of
+from .schema import (FormatError, SlurmVersion, decode_jobs, decode_nodes, groups_from_oneliner, parse_node_oneliner,
+                     parse_version)
 
 # Errors that mean slurmctld was not reached or did not answer in time.
 _TRANSIENT = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
@@ -145,12 +146,7 @@ class CliAdapter(SlurmAdapter):
         return nodes
 
     def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        from ..nodefacts import parse_oneliner
-
-        try:
-            return parse_oneliner(self._run("scontrol", "show", "node", name, "--oneliner"), name)
-        except ValueError as exc:
-            raise SlurmError(str(exc)) from None
+        return groups_from_oneliner(self._run("scontrol", "show", "node", name, "--oneliner"), name)
 
     def srun_argv(self) -> list[str]:
         return [self._bin("srun")]
@@ -159,8 +155,8 @@ class CliAdapter(SlurmAdapter):
         text = self._run("squeue", "--json", "--states=all")
         return decode_jobs(_json(text, "squeue --json"), "squeue --json", self._version)
 
-    def job_states(self, job_ids: list[str]) -> dict[str, str]:
-        return job_states_of(self._jobs(), job_ids)
+    def jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
+        return jobs_of(self._jobs(), job_ids)
 
     def reservations(self) -> list[str]:
         text = self._run("scontrol", "show", "reservation", "--oneliner")
@@ -237,13 +233,6 @@ def job_with_mark(jobs, mark: str) -> str | None:
         if mark in j.comment.split():
             return j.array_job_id or j.job_id
     return None
-
-
-def job_states_of(jobs, job_ids: list[str]) -> dict[str, str]:
-    """Job (or array task "J_T") -> base state; asking for an array's id
-    returns all its tasks."""
-    wanted = set(job_ids)
-    return {j.key: j.state for j in jobs if {j.job_id, j.key, j.array_job_id} & wanted}
 
 
 # -- kept for callers and tests that read raw outputs ----------------------------

@@ -29,9 +29,9 @@ import stat
 import time
 import urllib.parse
 
-from .adapter import NodeInfo, SlurmAdapter, SlurmError, compress, expand
-from .cli import job_states_of, job_with_mark, submit_mark
-from .schema import FormatError, decode_jobs, decode_nodes
+from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, compress, expand, jobs_of
+from .cli import job_with_mark, submit_mark
+from .schema import FormatError, decode_jobs, decode_nodes, groups_from_doc
 from .schema.version import KNOWN_GENERATIONS
 
 _PATH = re.compile(r"^/slurm/v0\.0\.(\d+)(/.*?)/?$")
@@ -262,18 +262,14 @@ class RestAdapter(SlurmAdapter):
         return nodes
 
     def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        from ..nodefacts import from_rest
-
-        try:
-            return from_rest(self._request("GET", f"/slurm/{self.version}/nodes"), name)
-        except ValueError as exc:
-            raise SlurmError(f"slurmrestd {self.version} nodes: {exc}") from None
+        return groups_from_doc(self._request("GET", f"/slurm/{self.version}/nodes"), name,
+                               f"slurmrestd {self.version} nodes")
 
     def _jobs(self):
         return decode_jobs(self._request("GET", f"/slurm/{self.version}/jobs"), f"slurmrestd {self.version} jobs")
 
-    def job_states(self, job_ids: list[str]) -> dict[str, str]:
-        return job_states_of(self._jobs(), job_ids)
+    def jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
+        return jobs_of(self._jobs(), job_ids)
 
     def reservations(self) -> list[str]:
         data = self._request("GET", f"/slurm/{self.version}/reservations")
@@ -332,7 +328,7 @@ class RestAdapter(SlurmAdapter):
         data = self._request("GET", f"/slurm/{self.version}/jobs")
         jobs = decode_jobs(data, f"slurmrestd {self.version} jobs")
         self.cancel(sorted({j.array_job_id or j.job_id for j in jobs
-                            if j.name == name and j.state in ("PENDING", "RUNNING", "SUSPENDED")}))
+                            if j.name == name and j.active}))
 
     # -- nodes and reservations, where the server can ----------------------------
     def _update_nodes(self, nodes: list[str], body: dict, what: str) -> None:

@@ -4,7 +4,7 @@ Every Slurm record slurmqual reads goes through here:
 
 - ``version``: which Slurm (``scontrol -V``, a JSON document's ``meta``) and
   which data format generation that implies;
-- ``nodes``: node records of ``sinfo --json`` (22.05), ``scontrol show nodes
+- ``nodes``: node records (NodeInfo) and a node's partitions and features, of ``sinfo --json`` (22.05), ``scontrol show nodes
   --json`` (23.02+) and slurmrestd v0.0.36-v0.0.45;
 - ``jobs``: job records of ``squeue --json`` / slurmrestd of each generation
   (wrapped numbers from 23.02, ``job_state`` a list from 23.11);
@@ -21,11 +21,11 @@ idle because a field moved.
 
 from __future__ import annotations
 
-from .errors import FormatError
+from .errors import FormatError, SlurmError
 from .jobs import JobRecord, decode_jobs
-from .nodes import decode_nodes
+from .nodes import NodeInfo, decode_nodes, groups_from_doc, groups_from_oneliner
 from .oneliner import parse_node_oneliner
 from .version import SlurmVersion, doc_version, parse_version
 
-__all__ = ["FormatError", "JobRecord", "SlurmVersion", "decode_jobs", "decode_nodes", "doc_version",
-           "parse_node_oneliner", "parse_version"]
+__all__ = ["FormatError", "JobRecord", "NodeInfo", "SlurmError", "SlurmVersion", "decode_jobs", "decode_nodes",
+           "doc_version", "groups_from_doc", "groups_from_oneliner", "parse_node_oneliner", "parse_version"]

@@ -1,8 +1,11 @@
-"""The one error a format decoder raises."""
+"""The errors of Slurm access: SlurmError (Slurm unreachable or refusing),
+FormatError (it answered in a shape we do not know)."""
 
 from __future__ import annotations
 
-from ..adapter import SlurmError
+
+class SlurmError(Exception):
+    """Slurm could not be reached or answered something we cannot read."""
 
 
 class FormatError(SlurmError):

@@ -23,6 +23,12 @@ JOB_FLAGS = {"END", "LAUNCH_FAILED", "REQUEUED", "REQUEUE_HOLD", "SPECIAL_EXIT",
              "COMPLETING", "STOPPED", "RECONFIG_FAIL", "POWER_UP_NODE", "REVOKED", "REQUEUE_FED", "RESV_DEL_HOLD",
              "SIGNALING", "STAGE_OUT", "EXPEDITING", "UPDATE_DB"}
 
+# A job in one of these (base state, or a flag: 22.05-23.02 may print a flag
+# alone) still holds or waits for nodes and may still write its results.
+ACTIVE_STATES = {"PENDING", "RUNNING", "SUSPENDED"}
+ACTIVE_FLAGS = {"COMPLETING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING",
+                "STAGE_OUT", "STOPPED", "POWER_UP_NODE", "RESV_DEL_HOLD"}
+
 
 @dataclass(frozen=True)
 class JobRecord:
@@ -33,6 +39,12 @@ class JobRecord:
     state: str               # base state: RUNNING, COMPLETED, ...
     flags: tuple[str, ...] = ()
     comment: str = ""
+
+    @property
+    def active(self) -> bool:
+        """Still pending, running, suspended, requeued or completing: not finished.
+        The one answer to "is this job still going?" (requalify, burnin watch, ...)."""
+        return self.state in ACTIVE_STATES or self.state in ACTIVE_FLAGS or bool(ACTIVE_FLAGS & set(self.flags))
 
 
 def _state(value, gen: int) -> tuple[str, tuple[str, ...]]:

@@ -12,7 +12,8 @@ kept and makes the node hands-off (see NodeInfo.hands_off).
 
 from __future__ import annotations
 
-from ..adapter import NodeInfo
+from dataclasses import dataclass, field
+
 from .errors import FormatError
 from .version import SlurmVersion, check_known, generation_of
 
@@ -25,6 +26,28 @@ FLAGS = {"PERFCTRS", "EXTERNAL", "RESERVED", "UNDRAIN", "CLOUD", "RESUME", "DRAI
 # Combined words some outputs use for a base state (sinfo's short forms).
 ALIASES = {"DRAINED": ("IDLE", ("DRAIN",)), "DRAINING": ("ALLOCATED", ("DRAIN",)),
            "ALLOC": ("ALLOCATED", ()), "MIX": ("MIXED", ())}
+
+HANDS_OFF_FLAGS = {"MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERING_DOWN", "POWERED_DOWN",
+                   "POWER_DOWN", "POWERING_UP", "RESERVED_MAINT"}
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    state: str                                   # base state: idle, allocated, mixed, down, ...
+    flags: tuple[str, ...] = field(default=())   # DRAIN, MAINTENANCE, REBOOT_REQUESTED, NOT_RESPONDING, ...
+    reason: str = ""
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags or self.state.startswith("drain")
+
+    @property
+    def hands_off(self) -> bool:
+        """States an admin or Slurm is handling: never resume or re-reason these.
+        A flag newer than slurmqual (a later Slurm) may mean anything: hands off."""
+        unknown = set(self.flags) - FLAGS
+        return self.state in ("down", "future", "unknown") or bool(HANDS_OFF_FLAGS & set(self.flags)) or bool(unknown)
 
 
 def node_state(words: list[str], where: str) -> tuple[str, tuple[str, ...]]:
@@ -89,3 +112,47 @@ def decode_nodes(doc, source: str, version: SlurmVersion | None = None) -> list[
             raise check_known(who, gen, source, f"node record {i}: {detail}") from None
         out[name] = NodeInfo(name, base, flags, reason)
     return list(out.values())
+
+
+# -- partitions and features (for `[[groups]]`, see nodefacts.py) ------------------------------------
+
+def _split(value: str) -> tuple[str, ...]:
+    """A comma list as scontrol prints it; "(null)" is none."""
+    return () if value in ("", "(null)") else tuple(v for v in value.split(",") if v)
+
+
+def name_list(value: object) -> tuple[str, ...]:
+    """The non-empty strings of a list (anything else: none)."""
+    return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
+
+
+def groups_from_oneliner(text: str, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(partitions, features) of `node` from `scontrol show node NAME --oneliner`.
+    Features are AvailableFeatures (slurm.conf Features=, what the hardware is),
+    not ActiveFeatures (what a node_features plugin switched on for now).
+    Raises FormatError when the node's line or its features are missing."""
+    for line in text.splitlines():
+        if line.split(None, 1)[:1] != [f"NodeName={node}"]:
+            continue
+        fields = {}
+        for tok in line.split():
+            key, eq, value = tok.partition("=")
+            if eq and key in ("AvailableFeatures", "Partitions") and key not in fields:
+                fields[key] = value
+        if "AvailableFeatures" not in fields:
+            raise FormatError(f"scontrol show node {node}: no AvailableFeatures= field")
+        return _split(fields.get("Partitions", "")), _split(fields["AvailableFeatures"])
+    raise FormatError(f"scontrol show node {node}: no NodeName={node} line")
+
+
+def groups_from_doc(doc: object, node: str, source: str = "node list") -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(partitions, features) of `node` from a slurmrestd/`scontrol --json`
+    node document: features are a comma string up to v0.0.38, a list after.
+    Raises FormatError when the node is not in it."""
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    for rec in nodes if isinstance(nodes, list) else []:
+        if isinstance(rec, dict) and rec.get("name") == node:
+            feats = rec.get("features")
+            features = _split(feats) if isinstance(feats, str) else name_list(feats)
+            return name_list(rec.get("partitions")), features
+    raise FormatError(f"{source}: node {node} not in the node list")

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ..adapter import NodeInfo
 from .errors import FormatError
-from .nodes import node_state
+from .nodes import NodeInfo, node_state
 
 TAIL_KEYS = ("Comment", "Extra", "InstanceId", "InstanceType", "ReservationName", "TLSCertTokenSet",
              "TLSCertLastRenewal", "Topology", "Parameters")
