@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from .checks import REGISTRY, default_checks
+from .configproblem import DEFAULT_LOG_FILE, DEFAULT_STATE_DIR
 
 class _Strict(BaseModel):
     # inf/nan are valid TOML floats; as a limit they make every node fail (or pass).
@@ -71,9 +72,9 @@ class HooksCfg(_Strict):
     deadline_s: float = Field(30.0, gt=0, le=3600, description="whole-hook deadline; keep under PrologEpilogTimeout")
     command_timeout_s: float = Field(10.0, gt=0, le=600)
     drain_on_internal_error: bool = False
-    log_file: str = "/var/log/slurmqual/slurmqual.log"
+    log_file: str = DEFAULT_LOG_FILE
     syslog: bool = True
-    state_dir: str = "/var/lib/slurmqual/state"
+    state_dir: str = DEFAULT_STATE_DIR
     metrics_dir: str | None = None
     # Fleet guard for hook drains (needs state_dir shared by all nodes): more than
     # max(guard_min, guard_fraction of the nodes) hook drains within guard_window_s

@@ -91,9 +91,16 @@ def run(hook: str, env: dict | None = None) -> int:
             config = load()
         except ConfigError as exc:
             # Nothing from a refused or broken config is used: not its log_file,
-            # not drain_on_internal_error. One clear line, no drain, exit 0.
+            # not drain_on_internal_error. One clear line, no drain, exit 0, and
+            # a record an admin sees in `status` (configproblem.py).
             signal.alarm(0)
-            setup(None).error("hook %s: no checks run: %s", hook, exc)
+            from .configproblem import report
+
+            try:
+                node = node_name(env)
+            except ValueError:
+                node = None
+            report(hook, node, str(exc))
             return 0
         log = setup(config["hooks"])
         _arm_deadline(config["hooks"])

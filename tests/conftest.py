@@ -15,6 +15,13 @@ SAMPLES = pathlib.Path(os.environ.get("SLURMQUAL_SAMPLES", REPO.parent / "shared
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Never read or write the real config cache from tests."""
     monkeypatch.setenv("SLURMQUAL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    # ...nor the built-in default state dir and log file, where a hook records
+    # a site config it cannot use (configproblem.py): tests point them at nothing.
+    from slurmqual import configproblem
+
+    nowhere = tmp_path_factory.mktemp("defaults")
+    monkeypatch.setattr(configproblem, "DEFAULT_STATE_DIR", str(nowhere / "absent-state"))
+    monkeypatch.setattr(configproblem, "DEFAULT_LOG_FILE", str(nowhere / "absent-log" / "slurmqual.log"))
 
 
 T0 = 1_800_000_000.0  # the `clock` fixture's start: a fixed "now" for windowed counters

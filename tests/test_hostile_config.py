@@ -100,6 +100,68 @@ def test_refused_config_is_not_used_at_all(tmp_path, monkeypatch, capfd, how):
 
 
 @ROOT_ONLY
+@pytest.mark.parametrize("how", ["refused", "invalid"])
+def test_an_unusable_config_is_shown_in_the_default_log_status_and_install_check(tmp_path, monkeypatch, capfd, how):
+    """slurmd keeps a hook's stderr only at debug2: on a node without syslog the
+    line must also land where an admin looks (the default log file, `status`,
+    `install --check`), until a hook runs with a usable config again."""
+    from slurmqual import configproblem
+    from slurmqual.commands import install, status
+
+    defaults = tmp_path / "var"
+    (defaults / "state").mkdir(parents=True, mode=0o755)
+    (defaults / "log").mkdir(mode=0o755)
+    monkeypatch.setattr(configproblem, "DEFAULT_STATE_DIR", str(defaults / "state"))
+    monkeypatch.setattr(configproblem, "DEFAULT_LOG_FILE", str(defaults / "log" / "slurmqual.log"))
+    root, cfg, calls_log = site(tmp_path, state_dir=str(defaults / "state"))
+    good = cfg.read_text()
+    if how == "refused":
+        os.chmod(cfg, 0o666)
+        why = "writable by group/others (mode 0666)"
+    else:
+        cfg.write_text(good + "[hooks.bogus]\nx = 1\n")
+        why = "bogus"
+    assert hook(monkeypatch, cfg) == 0
+    assert calls(calls_log) == [] and why in capfd.readouterr().err
+    logged = (defaults / "log" / "slurmqual.log").read_text().splitlines()
+    assert len(logged) == 1 and "ERROR hook prolog: no checks run: " in logged[0] and why in logged[0]
+
+    def shown():
+        names = {"n1", "n2"}
+        state = status.read_state_files(str(defaults / "state"), names)
+        found = configproblem.current(configproblem.read_all([configproblem.DEFAULT_STATE_DIR], names),
+                                      {n: st.get("time") for n, st in state.items()})
+        text = status.render([], status.summary([]), None, True, found)
+        checked = install.run_check("/", str(tmp_path / "opt"), str(tmp_path / "no-slurm.conf"), "n1", False,
+                                    config_path=str(cfg), cache_dir=str(tmp_path / "cache"))
+        return text, [f.detail for f in checked if f.what == "hooks"]
+
+    text, findings = shown()
+    assert "CRITICAL: 1 node(s) run no checks: their hooks cannot use the site config" in text
+    assert "  n1: prolog at " in text and why in text
+    assert len(findings) == 1 and findings[0].startswith("no checks run: n1: prolog at ") and why in findings[0]
+    # Fixed: the next hook judges the node, and the record is history.
+    cfg.write_text(good)
+    os.chmod(cfg, 0o644)
+    assert hook(monkeypatch, cfg) == 0
+    assert shown() == (text.splitlines()[0], [])
+
+
+@ROOT_ONLY
+def test_an_unusable_config_leaves_nothing_where_the_defaults_are_missing_or_unsafe(tmp_path, monkeypatch, capfd):
+    from slurmqual import configproblem
+
+    monkeypatch.setattr(configproblem, "DEFAULT_STATE_DIR", str(tmp_path / "absent"))
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    monkeypatch.setattr(configproblem, "DEFAULT_LOG_FILE", str(open_dir / "slurmqual.log"))
+    assert configproblem.report("prolog", "n1", "config broken") == []
+    assert "hook prolog: no checks run: config broken" in capfd.readouterr().err
+    assert os.listdir(tmp_path / "open") == [] and not (tmp_path / "absent").exists()
+
+
+@ROOT_ONLY
 def test_root_symlink_to_root_only_config_is_judged_by_its_target(tmp_path, monkeypatch):
     root, cfg, log = site(tmp_path)
     link_dir = tmp_path / "etc-link"

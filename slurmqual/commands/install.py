@@ -593,6 +593,7 @@ def run_check(root: str, prefix: str, slurm_conf: str | None, node: str | None, 
         dirs = [("state dir", d.state_dir), ("log dir", os.path.dirname(d.log_file)), ("cache dir", cache_dir)]
     for what, path in dirs:
         _check_path(findings, root, path, what, True, "0755")
+    _check_config_problem(findings, root, node, [d for what, d in dirs if what == "state dir"])
     conf = _check_slurm_conf(findings, root, prefix, _find_slurm_conf(root, slurm_conf, config), config)
     hook_paths = {}
     for hook in HOOKS:
@@ -614,6 +615,20 @@ def run_check(root: str, prefix: str, slurm_conf: str | None, node: str | None, 
         else:
             findings.append(Finding(False, "prolog run", f"{hook_paths['prolog']} is not there to run", "slurmqual install"))
     return findings
+
+
+def _check_config_problem(findings: list[Finding], root: str, node: str | None, state_dirs: list[str]) -> None:
+    """A hook that could not use the site config since the node's last judged run (configproblem.py)."""
+    from ..configproblem import DEFAULT_STATE_DIR, current, line, read_all
+    from .status import read_state_files
+
+    node = node or socket.gethostname().split(".")[0]
+    dirs = [under(root, d) for d in [DEFAULT_STATE_DIR, *state_dirs]]
+    last = {node: max((st.get("time") or 0.0 for d in dirs for st in read_state_files(d, {node}).values()),
+                      default=None)}
+    for n, rec in current(read_all(dirs, {node}), last).items():
+        findings.append(Finding(False, "hooks", f"no checks run: {line(n, rec)}",
+                                "fix the site config (see above); the next hook run clears this"))
 
 
 def print_findings(findings: list[Finding], out=sys.stdout) -> None:

@@ -120,7 +120,21 @@ def guard_lines(guard: dict | None) -> list[str]:
             "(or remove <state_dir>/guard)"]
 
 
-def render(table: list[dict], counts: dict[str, int], guard: dict | None = None, summary_only: bool = False) -> str:
+def config_problem_lines(problems: dict[str, dict]) -> list[str]:
+    """Nodes whose hooks judge nothing: they cannot use the site config (configproblem.py)."""
+    if not problems:
+        return []
+    from ..configproblem import line
+
+    names = sorted(problems)
+    return ([f"CRITICAL: {len(names)} node(s) run no checks: their hooks cannot use the site config "
+             "(fix it there; the next hook run clears this):"]
+            + [f"  {line(n, problems[n])}"[:400] for n in names[:20]]
+            + ([f"  ... and {len(names) - 20} more"] if len(names) > 20 else []))
+
+
+def render(table: list[dict], counts: dict[str, int], guard: dict | None = None, summary_only: bool = False,
+           config_problems: dict[str, dict] | None = None) -> str:
     def pct(x):
         return "-" if x is None else f"{x:.0%}"
 
@@ -143,6 +157,7 @@ def render(table: list[dict], counts: dict[str, int], guard: dict | None = None,
                          f"{pct(r['vs_baseline']):>5}  {tail}")
     lines.append(" ".join(f"{k}={v}" for k, v in counts.items()) + f" total={len(table)}")
     lines += guard_lines(guard)
+    lines += config_problem_lines(config_problems or {})
     return "\n".join(lines)
 
 
@@ -182,7 +197,12 @@ def main(args: argparse.Namespace) -> int:
     except StoreError as exc:  # say so: never show a broken store as "no burn-in yet"
         store_error, burnin_facts = str(exc), {}
         print(f"slurmqual: burn-in store unusable, burn-in columns left empty: {exc}", file=sys.stderr)
-    facts = gather(nodes, read_state_files(state_dir, set(names)), pending_nodes(state_dir), burnin_facts)
+    from ..configproblem import DEFAULT_STATE_DIR, current, read_all
+
+    state = read_state_files(state_dir, set(names))
+    facts = gather(nodes, state, pending_nodes(state_dir), burnin_facts)
+    problems = current(read_all([DEFAULT_STATE_DIR, state_dir], set(names)),
+                       {n: st.get("time") for n, st in state.items()})
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
     if args.state:
         table = [r for r in table if r["qualification"] == args.state]
@@ -192,9 +212,11 @@ def main(args: argparse.Namespace) -> int:
         out = {"summary": counts, "total": len(table), "guard": guard}
         if store_error:
             out["store_error"] = store_error
+        if problems:
+            out["config_problems"] = problems
         if not args.summary:
             out["nodes"] = table
         print(json.dumps(out))
     else:
-        print(render(table, counts, guard, args.summary))
+        print(render(table, counts, guard, args.summary, problems))
     return 1 if store_error else 0
