@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drain": ("drain", "drain nodes with a slurmqual reason"),
     "resume": ("drain", "resume nodes that slurmqual drained"),
     "burnin": ("burnin", "nccl-tests burn-in: submit, watch, parse, analyze, report"),
+    "fabric": ("fabric", "fabric map (node, NIC, switch) from iblinkinfo or lldpctl, for burn-in attribution"),
     "status": ("status", "qualification status of the fleet"),
     "history": ("history", "one node's burn-ins, drains, resumes and version changes"),
     "requalify": ("requalify", "re-qualify nodes after a hardware swap"),

@@ -137,6 +137,31 @@ class BurninCfg(_Strict):
     guard_fraction: float = Field(0.1, gt=0, le=1)
     guard_min: int = Field(2, ge=0)
     max_age_days: float = Field(30, gt=0)
+    # Which switch each node / NIC hangs off: Slurm topology.conf or
+    # topology.yaml, or a fabric map CSV (`slurmqual fabric map`). With it the
+    # analysis names a slow switch instead of draining the nodes behind it.
+    topology: str | None = None
+    # Per-rail tests (perftest ib_write_bw, one NIC against the same NIC of
+    # the pair's other node, all rails at once); empty: none. Rail N is the
+    # N-th name here (and GPU N with rail_use_cuda).
+    rails: list[str] = []
+    perftest_dir: str = "/usr/bin"
+    rail_bytes: int = Field(1048576, gt=0, le=1 << 30)
+    rail_duration_s: int = Field(10, ge=1, le=600)
+    rail_qps: int = Field(4, ge=1, le=64)
+    rail_port: int = Field(18515, ge=1024, le=65000)   # rail N listens on rail_port + N
+    rail_use_cuda: bool = False                        # GPUDirect: --use_cuda=<rail index>
+    rail_server_wait_s: float = Field(2.0, ge=0, le=60)
+
+    @field_validator("rails")
+    @classmethod
+    def _rails(cls, v: list[str]) -> list[str]:
+        import re
+
+        bad = [r for r in v if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", r)]
+        if bad or len(set(v)) != len(v):
+            raise ValueError(f"rails are RDMA device names (mlx5_0), each once; bad: {bad or 'a repeat'}")
+        return v
 
 
 class StoreCfg(_Strict):
