@@ -85,6 +85,7 @@ class Measurement:
     nccl_version: str | None = None
     task: int | None = None
     round: int | None = None
+    wrong: bool = False  # nccl-tests counted wrong results (#wrong): a test error that may be data corruption
 
     @property
     def topology(self) -> str:
@@ -100,12 +101,9 @@ class Measurement:
         """The measurement key that judges it (intra keys carry the GPU model)."""
         return make_key(self.test, self.topology, self.gpu_model)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "Measurement":
-        """A measurement line, validated: bad input is a clear ValueError.
-        (Plain type() checks and a cache of names already checked: 40,000
-        lines are read in a fraction of a second.)"""
-        nodes = d["nodes"]
+    @staticmethod
+    def check_nodes(nodes) -> None:
+        """A non-empty list of valid node names, else a clear ValueError."""
         if type(nodes) is not list or not nodes:
             raise ValueError("'nodes' must be a non-empty list of node names")
         unseen = [n for n in nodes if type(n) is not str or n not in _GOOD_NAMES]
@@ -118,6 +116,19 @@ class Measurement:
             if len(_GOOD_NAMES) > 1_000_000:
                 _GOOD_NAMES.clear()
             _GOOD_NAMES.update(unseen)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Measurement":
+        """A measurement line, validated: bad input is a clear ValueError.
+        (Plain type() checks and a cache of names already checked: 40,000
+        lines are read in a fraction of a second.) A line with ``"gpu"`` is
+        one GPU's number: a gpus.GpuMeasurement."""
+        if "gpu" in d:
+            from .gpus import GpuMeasurement
+
+            return GpuMeasurement.from_dict(d)  # type: ignore[return-value]
+        nodes = d["nodes"]
+        cls.check_nodes(nodes)
         if len(nodes) > 1 and len(set(nodes)) != len(nodes):
             raise ValueError(f"'nodes' names a node twice: {nodes}")
         ok = d.get("ok", True)
@@ -146,9 +157,12 @@ class Measurement:
         for name, v in (("task", task), ("round", rnd)):
             if v is not None and type(v) is not int and not (type(v) is str and v.isdigit()):
                 raise ValueError(f"'{name}' must be an integer or null")
+        wrong = d.get("wrong", False)
+        if wrong is not True and wrong is not False:
+            raise ValueError("'wrong' must be true or false")
         return cls(tuple(nodes), float(busbw) if ok else 0.0, size, test.removesuffix("_perf"), ok,
                    model.strip() or None if model else None, nccl,
-                   int(task) if task is not None else None, int(rnd) if rnd is not None else None)
+                   int(task) if task is not None else None, int(rnd) if rnd is not None else None, wrong)
 
     def to_dict(self) -> dict:
         out = {"nodes": list(self.nodes), "busbw": self.busbw if self.ok else None, "size": self.size,
@@ -156,6 +170,8 @@ class Measurement:
         for name in ("gpu_model", "nccl_version", "task", "round"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.wrong:
+            out["wrong"] = True
         return out
 
 
@@ -284,6 +300,40 @@ def _worst(verdicts: list[str]) -> str:
     return min(verdicts, key=VERDICT_ORDER.index) if verdicts else "untested"
 
 
+def _merge_gpus(nodes: dict[str, dict], measurements: list[Measurement], gpu_ms: list, p: Params,
+                fleet_level: dict[str, float] | None, network: bool, medians: dict[str, float],
+                problems: list[str]) -> dict[str, dict]:
+    """Fold the per-GPU verdicts (gpus.judge) and nccl-tests data corruption
+    into the nodes' verdicts: a node's verdict is its worst. Returns the GPU keys."""
+    from .gpus import corrupt_nodes, judge
+
+    rank = {v: i for i, v in enumerate(VERDICT_ORDER)}
+    gj = judge(gpu_ms, p.threshold, p.alpha, p.noise_floor, fleet_level) if gpu_ms else None
+    if gj:
+        problems += gj.problems
+        medians.update(gj.medians)
+    for n, v in nodes.items():
+        g = gj.nodes.get(n) if gj else None
+        if not network and not v["keys"]:
+            v["verdict"] = "untested"  # nothing measured at all
+        if not g:
+            continue
+        v["gpus"] = g["gpus"]
+        worst = g["worst"]
+        if not network or rank[g["verdict"]] < rank[v["verdict"]]:
+            v["verdict"] = g["verdict"]
+            if worst and worst["verdict"] != "untested":
+                v.update(key=worst["key"], score=worst["score"], gpu=worst)
+        elif worst and worst["verdict"] in ("fail", "retest"):
+            v["gpu"] = worst
+    for n, partners in corrupt_nodes(measurements).items():
+        if n in nodes:
+            nodes[n].update(verdict="fail", corruption=partners)
+            problems.append(f"{n}: data corruption: wrong results (#wrong) with {', '.join(partners)}, "
+                            "each clean with other nodes")
+    return gj.keys if gj else {}
+
+
 def analyze(measurements: list[Measurement], scope: list[str] | None = None, params: Params | None = None,
             baselines: dict[str, dict[str, float]] | None = None,
             fleet_level: dict[str, float] | None = None, trusted: set[str] | None = None) -> Analysis:
@@ -294,12 +344,16 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     (qualified) are evidence only: never suspects, never judged here."""
     p = params or Params()
     problems: list[str] = []
+    from .gpus import GpuMeasurement
+
+    gpu_ms = [m for m in measurements if isinstance(m, GpuMeasurement)]
+    measurements = [m for m in measurements if not isinstance(m, GpuMeasurement)]
     failed = dict.fromkeys(f"{m.test} on {','.join(m.nodes)}" for m in measurements if not m.ok)
     problems += [f"test error (not a measurement): {what}" for what in failed]
     valid = _at_reference([m for m in measurements if m.ok], p.reference_size, problems)
 
     seen: dict[str, None] = dict.fromkeys(scope or ())
-    for m in measurements:
+    for m in (*measurements, *gpu_ms):
         for n in m.nodes:
             seen.setdefault(n)
     all_nodes = [n for n in seen if n not in (trusted or ())]
@@ -356,6 +410,7 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
         nodes[n] = {"verdict": verdict, "score": score, "key": key, "keys": keys}
         if n in models:
             nodes[n]["gpu_model"] = models[n]
+    gpu_keys = _merge_gpus(nodes, measurements, gpu_ms, p, fleet_level, bool(tests), medians, problems)
 
     links = sorted(link for r in results.values() for link in r.links)
     links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
@@ -400,5 +455,7 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     keys_out = {k: {"median": medians[k], "noise": noise[k], "line": round(r.line, 3), **r.info,
                     "verdicts": {v: sum(1 for x in r.verdicts.values() if x == v) for v in VERDICT_ORDER}}
                 for k, r in results.items()}
+    keys_out.update(gpu_keys)
+    noise.update({k: v["noise"] for k, v in gpu_keys.items()})
     return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
                     problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()})

@@ -239,8 +239,17 @@ def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
         i = info.get(node)
         score = analysis.nodes[node]["score"]
         key, median = median_for(whole, node)  # the one answer to "which median judged it"
-        what = "busbw" if key in (None, "all_reduce:pair") else " ".join(key.split(":")[:2]) + " busbw"
-        reason = reasons.make("burnin", f"{what} {score:.1f} GB/s < {analysis.threshold:.0%} of median {median or 0:.1f}")
+        v = analysis.nodes[node]
+        if v.get("corruption"):
+            why = f"data corruption: nccl-tests wrong results with {','.join(v['corruption'])}"
+        elif v.get("gpu") and v["gpu"].get("key") == key:
+            from .gpus import drain_reason
+
+            why = drain_reason(v["gpu"], analysis.threshold)
+        else:
+            what = "busbw" if key in (None, "all_reduce:pair") else " ".join(key.split(":")[:2]) + " busbw"
+            why = f"{what} {score:.1f} GB/s < {analysis.threshold:.0%} of median {median or 0:.1f}"
+        reason = reasons.make("burnin", why)
         decision = may_drain(i, reason, "burnin")  # the shared ownership rules (slurmqual/policy.py)
         if not decision:
             if decision.noop:

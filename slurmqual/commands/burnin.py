@@ -12,7 +12,7 @@ import time
 def register(p: argparse.ArgumentParser, _name: str) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    a = sub.add_parser("parse", help="parse nccl-tests output")
+    a = sub.add_parser("parse", help="parse nccl-tests, gpu_burn, dcgmproftester or nvbandwidth output")
     a.add_argument("file")
     a.add_argument("--json", action="store_true")
     a = sub.add_parser("submit", help="submit the burn-in job array and its analysis job")
@@ -28,7 +28,7 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     a.add_argument("--timeout", type=float, default=None)
     a = sub.add_parser("analyze", help="judge a run (or a JSONL of measurements), drain, record")
     a.add_argument("run", nargs="?", default=None)
-    a.add_argument("--measurements", default=None, help="JSONL: one {nodes,busbw,size,test,ok} per line")
+    a.add_argument("--measurements", default=None, help="JSONL: one {nodes,busbw,size,test,ok} or per-GPU {nodes,gpu,test,value,unit,errors} per line")
     a.add_argument("--json", action="store_true")
     a.add_argument("--dry-run", action="store_true", help="judge only: no drain, no store")
     a.add_argument("--config", default=None)
@@ -75,9 +75,23 @@ def _parse(args) -> int:
     from ..fsroot import read_regular
 
     try:  # a regular file only, bounded: a FIFO would hang, /dev/zero never ends
-        result = parse(read_regular(args.file, 256 << 20).decode("utf-8", "replace"))
+        text = read_regular(args.file, 256 << 20).decode("utf-8", "replace")
     except OSError as exc:
         return _err(f"{args.file}: {exc.strerror or exc}")
+    from ..burnin import gpuparse
+
+    if gpuparse.detect(text):  # gpu_burn, dcgmproftester, nvbandwidth: per-GPU readings
+        gres = gpuparse.parse(text)
+        if args.json:
+            print(json.dumps(gres.to_dict()))
+        else:
+            print(f"{args.file}: {gres.tool}: {'ok' if gres.ok else 'NOT OK (test error, not a measurement)'}")
+            for r in gres.readings:
+                print(f"  GPU {r.gpu} {r.test} {r.value} {r.unit}" + (f" errors {r.errors}" if r.errors else ""))
+            for p in gres.problems:
+                print(f"  problem: {p}")
+        return 0 if gres.ok else 1
+    result = parse(text)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -1,0 +1,218 @@
+"""Per-GPU verdicts: each GPU against the fleet's GPUs of its model.
+
+Every (test, GPU model) is its own key, ``test:gpu:MODEL`` (``gemm:gpu:NVIDIA
+H100 80GB HBM3``): an H200 is never compared with an H100. Per key the fleet
+median is over GPUs (a GPU measured more than once is the median of its
+repeats); the noise is the fleet's own robust spread (analyze._noise, the
+estimator the pair tests use); a GPU below ``threshold x median`` is
+``retest``, and ``fail`` only below a margin sized for that noise and the
+number of GPUs. Any compare error the compute tool counted fails the GPU at
+once (silent data corruption needs no median). A GPU without a usable number
+is a test error: untested, never slow.
+
+nccl-tests ``#wrong`` (a test error by itself) convicts a node of ``data
+corruption`` when it shows wrong results with two or more partners that are
+clean with others.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist, median
+
+MAX_VALUE = 1e7  # beyond any TFLOPS or GB/s a GPU reaches: an input error
+GPU_FIELDS = ("nodes", "gpu", "test", "value", "unit", "errors", "ok", "gpu_model", "pci", "serial", "task",
+              "round", "problems", "error", "log", "tool")
+
+
+@dataclass(frozen=True)
+class GpuMeasurement:
+    """One GPU's number for one test (a line with ``"gpu": <index>``)."""
+    nodes: tuple[str, ...]
+    gpu: int
+    test: str
+    value: float | None
+    unit: str
+    errors: int | None = None
+    ok: bool = True
+    gpu_model: str | None = None
+    pci: str | None = None
+    serial: str | None = None
+    task: int | None = None
+
+    @property
+    def node(self) -> str:
+        return self.nodes[0]
+
+    @property
+    def key(self) -> str:
+        return f"{self.test}:gpu:{self.gpu_model}" if self.gpu_model else f"{self.test}:gpu"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GpuMeasurement":
+        from .analyze import Measurement
+
+        nodes = d.get("nodes")
+        if type(nodes) is not list or len(nodes) != 1:
+            raise ValueError("a per-GPU measurement names exactly one node: 'nodes': [\"gpu001\"]")
+        Measurement.check_nodes(nodes)
+        gpu = d.get("gpu")
+        if type(gpu) is not int or not 0 <= gpu < 1024:
+            raise ValueError("'gpu' must be the GPU's index (an integer 0-1023)")
+        test = d.get("test")
+        if type(test) is not str or not test or ":" in test:
+            raise ValueError("'test' must be a test name (e.g. gemm)")
+        ok = d.get("ok", True)
+        if ok is not True and ok is not False:
+            raise ValueError("'ok' must be true or false")
+        value = d.get("value")
+        if value is not None:
+            if type(value) not in (int, float) or not 0 <= value <= MAX_VALUE or math.isinf(value):
+                raise ValueError(f"'value' must be a number between 0 and {MAX_VALUE:g}")
+            value = float(value)
+        errors = d.get("errors")
+        if errors is not None and (type(errors) is not int or errors < 0):
+            raise ValueError("'errors' must be the tool's count of compare errors (an integer >= 0)")
+        if ok and value is None and not errors:
+            raise ValueError("'value' is required unless 'ok' is false or 'errors' > 0")
+        unit = d.get("unit", "")
+        strs = {}
+        for name in ("unit", "gpu_model", "pci", "serial"):
+            v = d.get(name)
+            if v is not None and (type(v) is not str or len(v) > 200):
+                raise ValueError(f"'{name}' must be a string")
+            strs[name] = v.strip() or None if v else None
+        task = d.get("task")
+        if task is not None and type(task) is not int and not (type(task) is str and task.isdigit()):
+            raise ValueError("'task' must be an integer or null")
+        return cls((nodes[0],), gpu, test, value, unit or "", errors, ok, strs["gpu_model"], strs["pci"],
+                   strs["serial"], int(task) if task is not None else None)
+
+    def to_dict(self) -> dict:
+        out = {"nodes": list(self.nodes), "gpu": self.gpu, "test": self.test, "value": self.value,
+               "unit": self.unit, "ok": self.ok}
+        for name in ("errors", "gpu_model", "pci", "serial", "task"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    def label(self) -> str:
+        """``GPU 3 (0000:9b:00.0)`` / ``GPU 3 (serial 1652...)``."""
+        where = self.pci or (f"serial {self.serial}" if self.serial else None)
+        return f"GPU {self.gpu}" + (f" ({where})" if where else "")
+
+
+@dataclass
+class GpuJudgement:
+    """Per node: its GPUs' verdicts; per key: median, noise, line, drain line."""
+    nodes: dict[str, dict]            # node -> {"verdict", "gpus": {"3": {...}}, "worst": {...} | None}
+    keys: dict[str, dict]
+    medians: dict[str, float]
+    problems: list[str]
+
+
+def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor: float,
+          level: dict[str, float] | None = None) -> GpuJudgement:
+    from .analyze import _noise, _r
+
+    problems: list[str] = []
+    per: dict[str, dict[tuple[str, int], list[GpuMeasurement]]] = {}
+    nodes: dict[str, dict] = {}
+    errored: list[GpuMeasurement] = []
+    for m in ms:
+        nodes.setdefault(m.node, {"verdict": "untested", "gpus": {}, "worst": None})
+        if not m.ok or (m.value is None and not m.errors):
+            problems.append(f"test error (not a measurement): {m.test} on {m.node} GPU {m.gpu}")
+            errored.append(m)
+            continue
+        per.setdefault(m.key, {}).setdefault((m.node, m.gpu), []).append(m)
+    rank = {"fail": 0, "retest": 1, "untested": 2, "pass": 3}
+    keys, medians = {}, {}
+    for key, by_gpu in sorted(per.items()):
+        value = {g: median(v for v in (x.value for x in xs) if v is not None)
+                 for g, xs in by_gpu.items() if any(x.value is not None for x in xs)}
+        fleet = (level or {}).get(key) or (median(value.values()) if value else 0.0)
+        line = threshold * fleet
+        sigma = _noise([v / fleet for v in value.values() if v >= (threshold - 0.15) * fleet], noise_floor) \
+            if fleet else noise_floor
+        z = NormalDist().inv_cdf(1 - alpha / max(len(value), 1))
+        drain = line * (1 - z * sigma)
+        counts = dict.fromkeys(rank, 0)
+        for g, xs in by_gpu.items():
+            errors = max((x.errors or 0) for x in xs)
+            v = value.get(g)
+            if errors:
+                verdict, why = "fail", f"{errors} compare errors (silent data corruption)"
+            elif v is None:
+                verdict, why = "untested", "no usable number"
+            elif v < drain:
+                verdict, why = "fail", f"{v:.4g} {xs[0].unit} < {threshold:.0%} of median {fleet:.4g}"
+            elif v < line:
+                verdict, why = "retest", f"{v:.4g} {xs[0].unit} below {threshold:.0%} of median {fleet:.4g}, within the noise"
+            else:
+                verdict, why = "pass", None
+            counts[verdict] += 1
+            first = xs[0]
+            entry = {"test": first.test, "key": key, "verdict": verdict, "score": _r(v), "unit": first.unit,
+                     "errors": errors, "median": _r(fleet)}
+            for name in ("pci", "serial", "gpu_model"):
+                if getattr(first, name):
+                    entry[name] = getattr(first, name)
+            if why:
+                entry["why"] = f"GPU {first.gpu}" + (f" ({first.pci or first.serial})" if first.pci or first.serial else "") \
+                    + f" {first.test} {why}"
+            node = nodes[g[0]]
+            node["gpus"].setdefault(str(g[1]), {})[first.test] = entry
+            if node["worst"] is None or rank[verdict] < rank[node["worst"]["verdict"]] or (
+                    verdict == node["worst"]["verdict"] and (entry["score"] or 0) / (fleet or 1)
+                    < (node["worst"]["score"] or 0) / (node["worst"]["median"] or 1)):
+                node["worst"] = {**entry, "gpu": g[1]}
+        medians[key] = round(fleet, 3)
+        keys[key] = {"median": round(fleet, 3), "noise": round(sigma, 4), "line": round(line, 3),
+                     "drain_line": round(drain, 3), "gpus": len(by_gpu), "verdicts": counts}
+    for m in errored:  # a GPU with no number for a test: untested, unless a repeat judged it
+        node = nodes[m.node]
+        if m.test not in node["gpus"].get(str(m.gpu), {}):
+            entry = {"test": m.test, "key": m.key, "verdict": "untested", "score": None, "unit": m.unit,
+                     "errors": 0, "why": f"GPU {m.gpu} {m.test}: test error (no usable number)"}
+            node["gpus"].setdefault(str(m.gpu), {})[m.test] = entry
+            if node["worst"] is None or node["worst"]["verdict"] == "pass":
+                node["worst"] = {**entry, "gpu": m.gpu}
+    for n, node in nodes.items():
+        node["verdict"] = node["worst"]["verdict"] if node["worst"] else "untested"
+    return GpuJudgement(nodes, keys, medians, problems)
+
+
+def drain_reason(entry: dict, threshold: float) -> str:
+    """`GPU 3 (0000:9b:00.0) gemm 610 TFLOPS < 90% of median 702` (without the slurmqual prefix)."""
+    where = entry.get("pci") or (f"serial {entry['serial']}" if entry.get("serial") else None)
+    gpu = f"GPU {entry['gpu']}" + (f" ({where})" if where else "")
+    if entry.get("errors"):
+        return f"{gpu} {entry['test']} data corruption: {entry['errors']} compare errors"
+    return (f"{gpu} {entry['test']} {entry['score']:.4g} {entry['unit']} < {threshold:.0%} "
+            f"of median {entry['median']:.4g}")
+
+
+def corrupt_nodes(measurements) -> dict[str, list[str]]:
+    """nccl-tests wrong results: node -> its partners, for nodes that showed
+    `#wrong` with two or more different partners, each of which is clean
+    with some other node (then the common end is at fault)."""
+    wrong_with: dict[str, set[str]] = {}
+    clean_with: dict[str, set[str]] = {}
+    for m in measurements:
+        if len(m.nodes) != 2:
+            continue
+        a, b = m.nodes
+        if getattr(m, "wrong", False):
+            wrong_with.setdefault(a, set()).add(b)
+            wrong_with.setdefault(b, set()).add(a)
+        elif m.ok:
+            clean_with.setdefault(a, set()).add(b)
+            clean_with.setdefault(b, set()).add(a)
+    out = {}
+    for n, partners in wrong_with.items():
+        exonerated = [q for q in partners if clean_with.get(q, set()) - {n}]
+        if len(exonerated) >= 2:
+            out[n] = sorted(exonerated)
+    return out

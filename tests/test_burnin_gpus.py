@@ -1,0 +1,243 @@
+"""Per-GPU burn-in: parsers on real gpu_burn / dcgmproftester / nvbandwidth
+outputs (tests/data/real/gpu, SOURCES.tsv), the per-GPU judgement against
+the fleet, silent data corruption, and nccl-tests #wrong across partners."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from slurmqual.burnin import gpuparse
+from slurmqual.burnin.analyze import Measurement, analyze
+from slurmqual.burnin.gpus import GpuMeasurement, corrupt_nodes, drain_reason
+
+REAL = os.path.join(os.path.dirname(__file__), "data", "real", "gpu")
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def real(name):
+    return gpuparse.parse_file(os.path.join(REAL, name))
+
+
+# -- parsers on real outputs ------------------------------------------------------
+
+def test_gpu_burn_8x_a100_complete_run():
+    r = real("gpu_burn_8x_A100_doubles_tc_superbench.log")
+    assert r.tool == "gpu_burn" and r.ok, r.problems
+    assert [x.gpu for x in r.readings] == list(range(8))
+    # second half of the run: ~17 TFLOPS each (the early zeros of not-yet-reporting GPUs left out)
+    assert all(16.5 < x.value < 17.5 and x.unit == "TFLOPS" and x.errors == 0 for x in r.readings)
+    assert r.readings[0].gpu_model == "NVIDIA A100-SXM4-80GB"
+    assert r.readings[0].serial == "GPU-b876c63f-396c-f826-5cd0-6b8409990352"
+
+
+def test_gpu_burn_compare_errors_are_counted_per_gpu():
+    r = real("gpu_burn_16x_FAULTY_compare_errors_issue12_EXCERPT.txt")
+    assert r.ok, r.problems  # a complete run: the errors are a verdict, not a test error
+    errs = {x.gpu: x.errors for x in r.readings}
+    assert errs[1] == 524288000 and errs[9] == 524288000  # negative counts (int overflow) still count
+    assert errs[0] == 1  # 0 in the last record, FAULTY in the summary (errors are reset at each summary)
+    assert len(r.readings) == 16
+
+
+def test_gpu_burn_init_error_and_cut_summary_is_a_test_error():
+    r = real("gpu_burn_8x_V100_init_error_issue123_EXCERPT.txt")
+    assert not r.ok
+    assert any("Couldn't init a GPU test" in p for p in r.problems)
+    assert any("summary names 4 of 8" in p for p in r.problems)
+    assert all(x.value is None for x in r.readings)  # 0 Gflop/s is no score, and never "slow"
+
+
+def test_gpu_burn_without_final_summary_is_incomplete():
+    r = real("gpu_burn_1x_K80_no_summary_issue8.txt")
+    assert not r.ok and any("no 'Tested N GPUs'" in p for p in r.problems)
+
+
+@pytest.mark.parametrize("name,value", [
+    ("dcgmproftester11_t1004_A100_dcgm3_docs_EXCERPT.txt", 252.9),
+    ("dcgmproftester12_t1004_dcgm4_exponent_openshift_EXCERPT.txt", 192.0),
+    ("dcgmproftester_t1004_T4_dcgm2_no_worker_prefix_EXCERPT.txt", 27.8),
+])
+def test_dcgmproftester_generations(name, value):
+    r = real(name)
+    assert r.tool == "dcgmproftester" and r.ok, r.problems
+    assert [(x.gpu, x.test, x.unit) for x in r.readings] == [(0, "gemm", "TFLOPS")]
+    assert r.readings[0].value == pytest.approx(value, abs=0.1)
+
+
+def test_dcgmproftester_without_gflops_or_on_mig_slices_is_a_test_error():
+    r = real("dcgmproftester12_t1007_dcgm4.2.3_no_gflops_issue239_EXCERPT.txt")
+    assert not r.ok and not r.readings and "no gflops" in r.problems[0]
+    r = real("dcgmproftester11_t1004_MIG_2workers_dcgm3_docs_EXCERPT.txt")
+    assert not r.ok and "MIG slices" in r.problems[0] and r.readings[0].value is None
+
+
+def test_nvbandwidth_device_local_copy_with_pci_addresses():
+    r = real("nvbandwidth_v0.8_8x_H20_device_local_copy_issue48.txt")
+    assert r.ok and r.version == "v0.8"
+    assert [(x.gpu, x.test) for x in r.readings] == [(g, "hbm") for g in range(8)]
+    assert r.readings[4].pci == "0000:9b:00.0" and r.readings[4].gpu_model == "NVIDIA H20-3e"
+    assert r.readings[6].value == 1117.17
+
+
+def test_nvbandwidth_host_links_and_nvlink_matrix():
+    r = real("nvbandwidth_v0.10_2gpu_h2d_d2h_d2d_azurehpc.txt")
+    assert r.ok, r.problems
+    got = {(x.test, x.gpu): x.value for x in r.readings}
+    assert got[("h2d", 1)] == 25.94 and got[("d2h", 0)] == 25.97
+    assert got[("nvlink", 0)] == pytest.approx(276.13)  # its row and column, N/A diagonal left out
+    r = real("nvbandwidth_v0.6_GH200_all_testcases_superbench.log")
+    assert r.ok and r.readings[0].pci == "0009:01:00.0"
+
+
+def test_nvbandwidth_truncated_or_asserting_is_a_test_error():
+    r = real("nvbandwidth_v0.2_8x_RTX4090_h2d_d2h_issue15_EXCERPT.txt")
+    assert not r.ok and "no SUM line" in r.problems[0]
+    r = real("nvbandwidth_v0.7_8x_A100_d2d_assert_issue34.txt")
+    assert not r.ok and not r.readings
+    assert any("Invalid value when checking the pattern" in p for p in r.problems)
+
+
+def test_nvbandwidth_json_document():
+    # the shape json_output.cpp (v0.8) writes: our text sample re-emitted through it
+    text = real("nvbandwidth_v0.8_8x_H20_device_local_copy_issue48.txt")
+    doc = {"nvbandwidth": {"version": "v0.8", "GPU Device list": [
+        f"{x.gpu}: {x.gpu_model} (00000000:{x.pci[5:7]}:00): (sglang-host-cuda)" for x in text.readings],
+        "testcases": [{"name": "device_local_copy", "status": "Passed", "sum": 8930.99,
+                       "bandwidth_description": "memcpy local GPU(column) bandwidth (GB/s)",
+                       "bandwidth_matrix": [[str(x.value) for x in text.readings]]}]}}
+    r = gpuparse.parse(json.dumps(doc))
+    assert r.ok and [(x.gpu, x.value, x.pci) for x in r.readings] == [(x.gpu, x.value, x.pci) for x in text.readings]
+    doc["nvbandwidth"]["testcases"][0].update(status="Error", error="CUDA_ERROR_OUT_OF_MEMORY")
+    assert not gpuparse.parse(json.dumps(doc)).ok
+    assert not gpuparse.parse('{"nvbandwidth": {"testc').ok  # cut JSON
+
+
+def test_unknown_output_is_not_guessed():
+    r = gpuparse.parse("hello\nworld\n")
+    assert r.tool is None and not r.ok
+
+
+def test_cli_parse_recognises_gpu_tools():
+    path = os.path.join(REAL, "nvbandwidth_v0.8_8x_H20_device_local_copy_issue48.txt")
+    out = subprocess.run([sys.executable, "-m", "slurmqual", "burnin", "parse", path, "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["tool"] == "nvbandwidth" and len(doc["readings"]) == 8
+    bad = os.path.join(REAL, "nvbandwidth_v0.7_8x_A100_d2d_assert_issue34.txt")
+    assert subprocess.run([sys.executable, "-m", "slurmqual", "burnin", "parse", bad],
+                          capture_output=True, text=True).returncode == 1
+
+
+# -- judgement ----------------------------------------------------------------------
+
+def fleet_lines(nodes=30, model=H100, base=700.0, slow=None, test="gemm"):
+    """Per-GPU lines as a site's own tool writes them (the --measurements format),
+    values spread like the real 8x A100 gpu_burn run above (~0.5%)."""
+    spread = [x.value / 17.0 for x in real("gpu_burn_8x_A100_doubles_tc_superbench.log").readings]
+    out = []
+    for i in range(nodes):
+        for g in range(8):
+            v = base * spread[(i + g) % 8]
+            if slow and (f"n{i:02d}", g) == slow[0]:
+                v = base * slow[1]
+            out.append({"nodes": [f"n{i:02d}"], "gpu": g, "test": test, "value": round(v, 2), "unit": "TFLOPS",
+                        "errors": 0, "gpu_model": model, "pci": f"0000:{0x18 + 0x20 * g:02x}:00.0"})
+    return out
+
+
+def judge(lines):
+    return analyze([Measurement.from_dict(d) for d in lines])
+
+
+def test_slow_gpu_fails_its_node_naming_the_gpu():
+    a = judge(fleet_lines(slow=(("n03", 3), 0.8)))
+    assert a.drain == ["n03"]
+    v = a.nodes["n03"]
+    assert v["verdict"] == "fail" and v["gpu"]["gpu"] == 3
+    reason = drain_reason(v["gpu"], a.threshold)
+    assert reason.startswith("GPU 3 (0000:78:00.0) gemm 560 TFLOPS < 90% of median 69")
+    assert v["gpus"]["3"]["gemm"]["verdict"] == "fail" and v["gpus"]["0"]["gemm"]["verdict"] == "pass"
+    assert a.nodes["n04"]["verdict"] == "pass"
+    assert a.median[f"gemm:gpu:{H100}"] == pytest.approx(700, rel=0.01)
+
+
+def test_gpu_just_below_the_line_is_retest_not_drain():
+    a = judge(fleet_lines(slow=(("n03", 3), 0.885)))
+    assert a.nodes["n03"]["verdict"] in ("retest", "fail")
+    assert a.nodes["n05"]["verdict"] == "pass"
+
+
+def test_mixed_models_are_never_compared():
+    lines = fleet_lines(20) + fleet_lines(20, model="NVIDIA H200", base=900.0)
+    for d in lines[160:]:
+        d["nodes"] = ["m" + d["nodes"][0]]
+    a = judge(lines)
+    assert not a.drain and set(a.median) == {f"gemm:gpu:{H100}", "gemm:gpu:NVIDIA H200"}
+    assert a.median["gemm:gpu:NVIDIA H200"] == pytest.approx(900, rel=0.01)
+
+
+def test_compare_errors_fail_the_gpu_without_a_median():
+    lines = fleet_lines(3)
+    lines[5]["errors"] = 2
+    a = judge(lines)
+    assert a.drain == ["n00"] and a.nodes["n00"]["gpu"]["errors"] == 2
+    assert "data corruption: 2 compare errors" in drain_reason(a.nodes["n00"]["gpu"], 0.9)
+
+
+def test_gpu_test_error_is_untested_never_pass():
+    lines = fleet_lines(5)
+    lines[0] = {**lines[0], "ok": False, "value": None}
+    a = judge(lines)
+    assert a.nodes["n00"]["verdict"] == "untested" and not a.drain
+    assert any("test error" in p and "GPU 0" in p for p in a.problems)
+
+
+def test_gpu_guard_holds_a_fleet_wide_drain():
+    lines = fleet_lines(20)
+    for d in lines:
+        if d["gpu"] == 0 and int(d["nodes"][0][1:]) < 6:
+            d["value"] = 300.0
+    a = judge(lines)
+    assert a.guard_tripped and not a.drain and len(a.would_drain) == 6
+
+
+@pytest.mark.parametrize("bad,why", [
+    ({"gpu": "3"}, "'gpu'"), ({"gpu": -1}, "'gpu'"), ({"value": "fast"}, "'value'"),
+    ({"value": 1e12}, "'value'"), ({"errors": -1}, "'errors'"), ({"nodes": ["a", "b"]}, "exactly one node"),
+    ({"nodes": ["gpu[1-3]"]}, "gpu"), ({"value": None}, "'value' is required"),
+])
+def test_bad_gpu_lines_are_clear_errors(bad, why):
+    d = {**fleet_lines(1)[0], **bad}
+    with pytest.raises(ValueError, match=why.replace("[", r"\[")):
+        Measurement.from_dict(d)
+
+
+def test_gpu_line_round_trips():
+    d = fleet_lines(1)[0]
+    m = Measurement.from_dict(d)
+    assert isinstance(m, GpuMeasurement) and GpuMeasurement.from_dict(m.to_dict()) == m
+
+
+# -- nccl-tests #wrong ----------------------------------------------------------------
+
+def pair(a, b, ok=True, wrong=False):
+    return Measurement.from_dict({"nodes": [a, b], "busbw": 100.0 if ok else None, "size": 8589934592,
+                                  "test": "all_reduce", "ok": ok, "wrong": wrong})
+
+
+def test_wrong_with_two_partners_that_are_clean_elsewhere_is_data_corruption():
+    ms = [pair("a", "b", False, True), pair("a", "c", False, True), pair("b", "d"), pair("c", "d"),
+          pair("d", "e"), pair("b", "e"), pair("c", "e")]
+    assert corrupt_nodes(ms) == {"a": ["b", "c"]}
+    an = analyze(ms)
+    assert an.nodes["a"]["verdict"] == "fail" and an.nodes["a"]["corruption"] == ["b", "c"]
+
+
+def test_a_single_wrong_stays_a_test_error():
+    ms = [pair("a", "b", False, True), pair("a", "c"), pair("b", "d"), pair("c", "d")]
+    assert corrupt_nodes(ms) == {}
+    assert analyze(ms).nodes["a"].get("corruption") is None
