@@ -3,8 +3,8 @@
 Every (test, GPU model) is its own key, ``test:gpu:MODEL`` (``gemm:gpu:NVIDIA
 H100 80GB HBM3``): an H200 is never compared with an H100. Per key the fleet
 median is over GPUs (a GPU measured more than once is the median of its
-repeats); the noise is the fleet's own robust spread (analyze._noise, the
-estimator the pair tests use); a GPU below ``threshold x median`` is
+repeats); the noise is the fleet's own robust spread (noise.robust_noise,
+the estimator the pair tests use); a GPU below ``threshold x median`` is
 ``retest``, and ``fail`` only below a margin sized for that noise and the
 number of GPUs. Any compare error the compute tool counted fails the GPU at
 once (silent data corruption needs no median). A GPU without a usable number
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist, median
+from statistics import median
 
 MAX_VALUE = 1e7  # beyond any TFLOPS or GB/s a GPU reaches: an input error
 GPU_FIELDS = ("nodes", "gpu", "test", "value", "unit", "errors", "ok", "gpu_model", "pci", "serial", "task",
@@ -114,7 +114,8 @@ class GpuJudgement:
 
 def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor: float,
           level: dict[str, float] | None = None) -> GpuJudgement:
-    from .analyze import _noise, _r
+    from .noise import drain_line, one_sided_z, robust_noise
+    from .pairs import _r
 
     problems: list[str] = []
     per: dict[str, dict[tuple[str, int], list[GpuMeasurement]]] = {}
@@ -134,10 +135,9 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
                  for g, xs in by_gpu.items() if any(x.value is not None for x in xs)}
         fleet = (level or {}).get(key) or (median(value.values()) if value else 0.0)
         line = threshold * fleet
-        sigma = _noise([v / fleet for v in value.values() if v >= (threshold - 0.15) * fleet], noise_floor) \
+        sigma = robust_noise([v / fleet for v in value.values() if v >= (threshold - 0.15) * fleet], noise_floor) \
             if fleet else noise_floor
-        z = NormalDist().inv_cdf(1 - alpha / max(len(value), 1))
-        drain = line * (1 - z * sigma)
+        drain = drain_line(line, sigma, one_sided_z(alpha, len(value)))
         counts = dict.fromkeys(rank, 0)
         for g, xs in by_gpu.items():
             errors = max((x.errors or 0) for x in xs)
