@@ -5,21 +5,28 @@ import os
 import time
 
 from nodes import check, config, context, tree
-from slurmqual.checks import REGISTRY, run_one
+from slurmqual.checks import RECORDED_DIR, REGISTRY, recorded_name, run_one
 from slurmqual.checks.dcqcn import judge_sysfs, parse_mlxconfig
+from slurmqual.nodetree import record_output
 from slurmqual.result import Status
 
 SAMPLE = "mlx/mlxconfig_query_CX4Lx_dual_port_ROCE_CC_PRIO_MASK_P1_P2_DCQCN_full.txt"
 ALL = list(range(8))
 
 
-def _stub(tmp_path, body: str) -> str:
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    stub = bindir / "mlxconfig"
-    stub.write_text("#!/bin/sh\n" + body + "\n")
-    stub.chmod(0o755)
-    return f"{bindir}:{os.environ['PATH']}"
+def _record(root: str, text: str, rc: int = 0, hang: bool = False) -> str:
+    """What mlxconfig prints on the tree's node, recorded for every NIC (a tree
+    never runs the host's own mlxconfig)."""
+    import glob
+
+    for dev in glob.glob(f"{root}/sys/class/infiniband/*/device"):
+        argv = ["mlxconfig", "-d", os.path.basename(os.path.realpath(dev)), "query",
+                "ROCE_CC_PRIO_MASK_P1", "ROCE_CC_PRIO_MASK_P2"]
+        record_output(root, argv, text, rc)
+        if hang:
+            with open(f"{root}{RECORDED_DIR}/{recorded_name(argv)}.hang", "w"):
+                pass
+    return root
 
 
 def test_judge_sysfs_pure():
@@ -58,31 +65,26 @@ def test_parse_real_mlxconfig_sample(samples):
     assert parse_mlxconfig("garbage\n") == {}
 
 
-def test_firmware_mask_from_real_output_passes(tmp_path, samples, monkeypatch):
-    monkeypatch.setenv("PATH", _stub(tmp_path, f"cat '{samples / SAMPLE}'"))
-    r = check(tree(tmp_path), "dcqcn", level="standard")
+def test_firmware_mask_from_real_output_passes(tmp_path, samples):
+    r = check(_record(tree(tmp_path), (samples / SAMPLE).read_text()), "dcqcn", level="standard")
     assert r.status is Status.PASS and "mlxconfig" not in r.message, r
 
 
-def test_firmware_mask_lost_after_reimage_fails(tmp_path, samples, monkeypatch):
+def test_firmware_mask_lost_after_reimage_fails(tmp_path, samples):
     text = (samples / SAMPLE).read_text().replace("ROCE_CC_PRIO_MASK_P1                        255",
                                                   "ROCE_CC_PRIO_MASK_P1                        0")
-    (tmp_path / "out.txt").write_text(text)
-    monkeypatch.setenv("PATH", _stub(tmp_path, "cat " + str(tmp_path / "out.txt")))
-    r = check(tree(tmp_path), "dcqcn", level="standard")
+    r = check(_record(tree(tmp_path), text), "dcqcn", level="standard")
     assert r.status is Status.FAIL and "ROCE_CC_PRIO_MASK_P1=0 (expected 255)" in r.message
     assert len(r.devices) == 8 and r.devices[0] == "0000:19:00.0"  # NIC 0, beside GPU 0000:18:00.0
 
 
-def test_garbage_mlxconfig_output_is_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", _stub(tmp_path, "echo '-E- Failed to open device'"))
-    r = check(tree(tmp_path), "dcqcn", level="standard")
+def test_garbage_mlxconfig_output_is_error(tmp_path):
+    r = check(_record(tree(tmp_path), "-E- Failed to open device\n"), "dcqcn", level="standard")
     assert r.status is Status.ERROR and "no ROCE_CC_PRIO_MASK_P1 in output" in r.message
 
 
-def test_hung_mlxconfig_is_error_within_timeout(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", _stub(tmp_path, "sleep 60"))
-    ctx = context(tree(tmp_path), level="standard", command_timeout=0.5)
+def test_hung_mlxconfig_is_error_within_timeout(tmp_path):
+    ctx = context(_record(tree(tmp_path), "", hang=True), level="standard", command_timeout=0.5)
     start = time.monotonic()
     r = run_one(REGISTRY["dcqcn"], ctx)
     assert time.monotonic() - start < 5
@@ -90,21 +92,25 @@ def test_hung_mlxconfig_is_error_within_timeout(tmp_path, monkeypatch):
 
 
 def test_missing_mlxconfig_auto_notes_it_required_errors(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    # Not recorded on the tree: missing there, even with an mlxconfig on the host's PATH.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mlxconfig").write_text(f"#!/bin/sh\ntouch {tmp_path}/host-tool-ran\n")
+    (bindir / "mlxconfig").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     root = tree(tmp_path)
     r = check(root, "dcqcn", level="standard")
     assert r.status is Status.PASS and "mlxconfig not installed" in r.message
     r = check(root, "dcqcn", config(checks={"dcqcn": {"mlxconfig": True}}), level="standard")
-    assert r.status is Status.ERROR and "mlxconfig: command not found" in r.message
+    assert r.status is Status.ERROR and "mlxconfig: command not found in node tree" in r.message
+    assert not (tmp_path / "host-tool-ran").exists()
 
 
-def test_fast_level_and_switched_off_never_run_mlxconfig(tmp_path, monkeypatch):
-    marker = tmp_path / "ran"
-    monkeypatch.setenv("PATH", _stub(tmp_path, f"touch {marker}; exit 1"))
-    root = tree(tmp_path)
+def test_fast_level_and_switched_off_never_run_mlxconfig(tmp_path):
+    root = _record(tree(tmp_path), "-E- broken\n", rc=1)  # were it run, dcqcn would be an error
+    assert check(root, "dcqcn", level="standard").status is Status.ERROR
     assert check(root, "dcqcn", level="fast").status is Status.PASS
     assert check(root, "dcqcn", config(checks={"dcqcn": {"mlxconfig": False}}), level="standard").status is Status.PASS
-    assert not marker.exists()
 
 
 def test_roce_port_without_netdev_is_error(tmp_path):

@@ -111,11 +111,21 @@ def test_journal_fallback_with_cursor(tmp_path, monkeypatch):
 
 
 def test_no_kernel_log_at_all_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    # The host has a journalctl printing an Xid; a tree without a recorded kernel
+    # log must not read the host's: an error for xid, the host tool never run.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    host_line = json.dumps({"MESSAGE": "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.",
+                            "__REALTIME_TIMESTAMP": str(int(time.time() * 1e6))})
+    (bindir / "journalctl").write_text(f"#!/bin/sh\ntouch {tmp_path}/host-tool-ran\necho '{host_line}'\n")
+    (bindir / "journalctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     root = tree(tmp_path)
     os.unlink(f"{root}/dev/kmsg")
     r = xid(root)
-    assert r.status is Status.ERROR and "journalctl fallback failed" in r.message
+    assert r.status is Status.ERROR and "journalctl fallback failed" in r.message, r
+    assert "journalctl: command not found in node tree" in r.message
+    assert not (tmp_path / "host-tool-ran").exists()
 
 
 def test_corrupt_state_is_noted_and_rebuilt(tmp_path):

@@ -212,15 +212,19 @@ class Context:
         """Bounded external command; not run at fast level (the prolog).
         On a node tree (root other than /) a recorded output of the same
         command line under /var/lib/slurmqual-recorded/ stands in for the
-        tool (see nodetree.record_output)."""
+        tool (see nodetree.record_output); without one the tool is missing
+        from that node (CommandError "command not found"): the host's own
+        tool would judge the host, not the tree."""
         from ..command import CommandError, run
 
         if self.level == "fast":
             raise CommandError(f"{argv[0]}: external commands are not run at level {self.level}")
         if self.fs.root != "/":
             recorded = recorded_output(self.fs, argv, check)
-            if recorded is not None:
-                return recorded
+            if recorded is None:
+                raise CommandError(f"{argv[0]}: command not found in node tree {self.fs.root} (no recorded "
+                                   f"output {RECORDED_DIR}/{recorded_name(argv)}.out; the host's tool is never run)")
+            return recorded
         limit = min(timeout if timeout is not None else self.command_timeout, self.time_left())
         if limit <= 0:
             raise CommandError(f"{argv[0]}: hook deadline reached, not started")
