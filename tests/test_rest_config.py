@@ -129,6 +129,17 @@ def test_token_file_wins_and_scontrol_token_output_is_accepted(tmp_path, monkeyp
     assert "secret" not in repr(a) and "SLURM_JWT" not in os.environ
 
 
+def test_token_leaves_the_environment_when_the_process_starts():
+    """Not when the REST adapter is first used: `slurmqual check` runs mlxconfig
+    and nvidia-smi long before (or without) any REST call."""
+    code = ("from slurmqual.command import run; "
+            "print(run(['sh', '-c', 'echo ${SLURMRESTD_TOKEN:-unset}'], 10).stdout.strip()); "
+            "from slurmqual.slurm import rest; print(rest.env_token()); print(rest.env_token())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "SLURMRESTD_TOKEN": "eyJstart.secret"}).stdout.split()
+    assert out == ["unset", "eyJstart.secret", "eyJstart.secret"]
+
+
 def test_token_from_env_is_taken_out_of_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURMRESTD_TOKEN", "eyJenv.secret")
     assert RestAdapter.from_config(slurm_cfg())._token == "eyJenv.secret"

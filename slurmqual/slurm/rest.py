@@ -12,8 +12,8 @@ none over a unix socket served with rest_auth/local. The token is sent only
 to the configured host: redirects are never followed, plain http:// to a
 host other than loopback or through a proxy is refused unless the site
 config allows it, a token file others can read is refused, and
-$SLURMRESTD_TOKEN is taken out of the environment so no child process
-inherits it.
+$SLURMRESTD_TOKEN is taken out of the environment as the process starts
+(slurmqual/__init__.py) so no child process inherits it.
 
 Reads and idempotent changes retry (tenacity); a job submission is never
 blindly repeated: it carries a unique comment mark that is looked for
@@ -37,14 +37,17 @@ from .schema.version import KNOWN_GENERATIONS
 _PATH = re.compile(r"^/slurm/v0\.0\.(\d+)(/.*?)/?$")
 NEEDS_CLI = "needs scontrol on this host: slurmrestd {v} cannot {what}"
 
-_env_token: str | None = None   # $SLURMRESTD_TOKEN, taken out of os.environ on first read
+_env_token: str | None = None   # $SLURMRESTD_TOKEN (slurmqual takes it out of os.environ at start)
 
 
 def env_token() -> str | None:
-    """$SLURMRESTD_TOKEN, removed from the environment so no child process
-    (sbatch, checks, hooks) ever inherits it."""
+    """$SLURMRESTD_TOKEN, which slurmqual's __init__ took out of the environment
+    at start so no child process (sbatch, checks, hooks) ever inherits it; one
+    set later (an embedding program) is taken out here."""
     global _env_token
-    value = os.environ.pop("SLURMRESTD_TOKEN", None)
+    from .. import take_startup_secret
+
+    value = os.environ.pop("SLURMRESTD_TOKEN", None) or take_startup_secret("SLURMRESTD_TOKEN")
     if value:
         _env_token = value
     return _env_token
