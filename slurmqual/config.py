@@ -287,9 +287,29 @@ def load(path: str | None = None, *, use_cache: bool = True) -> Config:
         if cached is not None:
             return Config(cached, path, digest)
 
-    from .config_schema import validate
-
     data = validate(parse_toml(raw, path or "<defaults>"), path or "<defaults>")
     if use_cache:
         _write_cache(cache_file, digest, data)
     return Config(data, path, digest)
+
+
+def validate(data: dict, source: str) -> dict:
+    """Raw TOML data -> the effective config (config_schema.validate, which
+    imports pydantic); ConfigError naming file, key and expectation."""
+    from .config_schema import SchemaError, validate as schema_validate
+
+    try:
+        return schema_validate(data, source)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def validate_effective(data: dict, source: str) -> None:
+    """A node's merged config checked against the models once more
+    (config_schema.validate_effective); ConfigError when it does not fit."""
+    from .config_schema import SchemaError, validate_effective as schema_validate_effective
+
+    try:
+        schema_validate_effective(data, source)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None

@@ -5,29 +5,25 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from .checks import REGISTRY, default_checks
+from .checks._settings import Strict
 from .configproblem import DEFAULT_LOG_FILE, DEFAULT_STATE_DIR
 
-class _Strict(BaseModel):
-    # inf/nan are valid TOML floats; as a limit they make every node fail (or pass).
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+class SchemaError(ValueError):
+    """The config does not fit the models; config.py raises it as ConfigError."""
 
 
-# Per-check config models live in their check modules (SPEC.settings) and
-# derive from this base.
-Strict = _Strict
-
-
-class NodeCfg(_Strict):
+class NodeCfg(Strict):
     gpus: int | None = Field(None, ge=0, le=64, description="expected GPUs per node; None: no gpu_count judgement")
     gpudirect: Literal["peermem", "dmabuf"] = "peermem"
     # Directory of per-node roots for test clusters: "{node}" is replaced by SLURMD_NODENAME.
     root: str = "/"
 
 
-class FabricCfg(_Strict):
+class FabricCfg(Strict):
     nics: int | None = Field(None, ge=0, le=64, description="expected fabric ports; None: no count check")
     rate_gbps: float | None = Field(None, gt=0, le=3200,  # 3.2 Tb/s: beyond any port made; above it every node fails
                                     description="expected port rate; None: the fastest port on the node")
@@ -42,7 +38,7 @@ def _checks_model() -> type[BaseModel]:
     settings, all derived from the check modules' SPECs."""
     ids = tuple(REGISTRY)
 
-    class _ChecksBase(_Strict):
+    class _ChecksBase(Strict):
         prolog: list[str] = default_checks("prolog")
         epilog: list[str] = default_checks("epilog")
         healthcheck: list[str] = default_checks("healthcheck")
@@ -68,7 +64,7 @@ ChecksCfg = _checks_model()
 CHECK_IDS = tuple(REGISTRY)
 
 
-class HooksCfg(_Strict):
+class HooksCfg(Strict):
     deadline_s: float = Field(30.0, gt=0, le=3600, description="whole-hook deadline; keep under PrologEpilogTimeout")
     command_timeout_s: float = Field(10.0, gt=0, le=600)
     drain_on_internal_error: bool = False
@@ -93,7 +89,7 @@ class HooksCfg(_Strict):
     node_facts_max_age_s: float = Field(3600.0, gt=0)
 
 
-class RestCfg(_Strict):
+class RestCfg(Strict):
     url: str | None = None          # http://host:6820 or unix:///run/slurmrestd.sock
     user: str | None = None
     token_file: str | None = None   # else SLURMRESTD_TOKEN
@@ -103,7 +99,7 @@ class RestCfg(_Strict):
     allow_insecure_http: bool = False
 
 
-class SlurmCfg(_Strict):
+class SlurmCfg(Strict):
     adapter: Literal["cli", "rest"] = "cli"
     bin_dir: str | None = None      # where scontrol/sinfo live; None: PATH, then /usr/bin
     # slurm.conf for our CLI calls. slurmd gives HealthCheckProgram an empty
@@ -114,7 +110,7 @@ class SlurmCfg(_Strict):
     rest: RestCfg = RestCfg()
 
 
-class BurninCfg(_Strict):
+class BurninCfg(Strict):
     nccl_tests_dir: str = "/opt/nccl-tests/build"
     launcher: Literal["srun", "mpirun"] = "srun"
     srun_mpi: str = "pmix"          # "none" to omit --mpi
@@ -164,11 +160,11 @@ class BurninCfg(_Strict):
         return v
 
 
-class StoreCfg(_Strict):
+class StoreCfg(Strict):
     path: str = "/var/lib/slurmqual/slurmqual.db"
 
 
-class MatchCfg(_Strict):
+class MatchCfg(Strict):
     """Which nodes a `[[groups]]` entry applies to: every key given must hold."""
     hosts: str | None = None            # Slurm hostlist, e.g. "gpu[001-064]"
     partition: str | None = None        # the node is in this partition
@@ -215,7 +211,7 @@ class MatchCfg(_Strict):
         return self
 
 
-class GroupCfg(_Strict):
+class GroupCfg(Strict):
     """One `[[groups]]` entry. Its node/fabric/checks tables are validated in
     validate() against the same models as the base sections, merged over them."""
     name: str | None = None
@@ -225,7 +221,7 @@ class GroupCfg(_Strict):
     checks: dict = {}
 
 
-class SiteConfig(_Strict):
+class SiteConfig(Strict):
     node: NodeCfg = NodeCfg()
     fabric: FabricCfg = FabricCfg()
     checks: ChecksCfg = ChecksCfg()
@@ -337,16 +333,14 @@ def _compile_group(index: int, group: GroupCfg, data: dict, source: str) -> tupl
 
 def validate(data: dict, source: str) -> dict:
     """Validate raw TOML data; return the effective config as a plain dict.
-    Raises ConfigError with one message naming the file, key and expectation
+    Raises SchemaError with one message naming the file, key and expectation
     (and the group, for an error inside a `[[groups]]` entry)."""
     from pydantic import ValidationError
-
-    from .config import ConfigError
 
     try:
         model = SiteConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError("\n".join(_relabel(line, source, data) for line in _error_lines(exc, source))) from None
+        raise SchemaError("\n".join(_relabel(line, source, data) for line in _error_lines(exc, source))) from None
     out = model.model_dump()
     compiled, errors = [], []
     for index, group in enumerate(model.groups):
@@ -354,7 +348,7 @@ def validate(data: dict, source: str) -> dict:
         compiled.append(entry)
         errors.extend(errs)
     if errors:
-        raise ConfigError("\n".join(errors))
+        raise SchemaError("\n".join(errors))
     out["groups"] = compiled
     return out
 
@@ -365,9 +359,7 @@ def validate_effective(data: dict, source: str) -> None:
     per-group checks could not see."""
     from pydantic import ValidationError
 
-    from .config import ConfigError
-
     try:
         SiteConfig.model_validate({k: v for k, v in data.items() if k != "groups"})
     except ValidationError as exc:
-        raise ConfigError("\n".join(_error_lines(exc, source))) from None
+        raise SchemaError("\n".join(_error_lines(exc, source))) from None

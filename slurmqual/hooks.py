@@ -147,7 +147,7 @@ def _arm_deadline(hooks_cfg: dict) -> None:
 
 
 def _run(hook: str, env: dict, config, log) -> int:
-    from .commands.check import evaluate_with_context
+    from .evaluation import evaluate_with_context
     from .security import check_root_only
 
     from .security import root_only_ok

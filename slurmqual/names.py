@@ -62,3 +62,22 @@ def check_all(names, what: str = "node name") -> list[str]:
     if not isinstance(names, (list, tuple)):
         raise BadNodeName(f"{what}s: expected a list, found {type(names).__name__}")
     return [check(n, what) for n in names]
+
+
+_GOOD_NAMES: set[str] = set()  # node names that passed check_all in this process
+
+
+def check_node_list(nodes) -> None:
+    """A measurement's "nodes": a non-empty list of valid node names, else a
+    clear ValueError. Names seen valid before are not checked again (a
+    measurements file names the same nodes thousands of times)."""
+    if type(nodes) is not list or not nodes:
+        raise ValueError("'nodes' must be a non-empty list of node names")
+    unseen = [n for n in nodes if type(n) is not str or n not in _GOOD_NAMES]
+    if unseen:
+        if not all(isinstance(n, str) and n for n in unseen):
+            raise ValueError("'nodes' must be a non-empty list of node names")
+        check_all(unseen)  # BadNodeName (a ValueError): "a b" or "gpu[1-9]" would drain many nodes as one
+        if len(_GOOD_NAMES) > 1_000_000:
+            _GOOD_NAMES.clear()
+        _GOOD_NAMES.update(unseen)

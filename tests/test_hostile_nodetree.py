@@ -16,7 +16,7 @@ import time
 import pytest
 
 from slurmqual.config import load
-from slurmqual.commands.check import evaluate
+from slurmqual.evaluation import evaluate
 from slurmqual.fsroot import FsError, FsRoot
 from slurmqual.nodetree import build
 from slurmqual.result import Status

@@ -15,7 +15,7 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurmqual.commands.check import evaluate
+from slurmqual.evaluation import evaluate
 from slurmqual.config import load
 from slurmqual.metrics import write_burnin_metrics, write_node_metrics
 from slurmqual.nodetree import build

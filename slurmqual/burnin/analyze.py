@@ -43,6 +43,7 @@ import math
 from dataclasses import dataclass, field
 from statistics import median
 
+from ..names import check_node_list
 from .noise import one_sided_z, robust_noise, z_score
 from .pairs import KeyResult, _r, judge_pairs
 
@@ -71,7 +72,6 @@ def split_key(key: str) -> tuple[str, str, str | None]:
     return test, topo, model or None
 
 
-_GOOD_NAMES: set[str] = set()  # node names that passed names.check_all in this process
 
 
 @dataclass(frozen=True)
@@ -101,22 +101,6 @@ class Measurement:
         """The measurement key that judges it (intra keys carry the GPU model)."""
         return make_key(self.test, self.topology, self.gpu_model)
 
-    @staticmethod
-    def check_nodes(nodes) -> None:
-        """A non-empty list of valid node names, else a clear ValueError."""
-        if type(nodes) is not list or not nodes:
-            raise ValueError("'nodes' must be a non-empty list of node names")
-        unseen = [n for n in nodes if type(n) is not str or n not in _GOOD_NAMES]
-        if unseen:
-            if not all(isinstance(n, str) and n for n in unseen):
-                raise ValueError("'nodes' must be a non-empty list of node names")
-            from ..names import check_all
-
-            check_all(unseen)  # BadNodeName (a ValueError): "a b" or "gpu[1-9]" would drain many nodes as one
-            if len(_GOOD_NAMES) > 1_000_000:
-                _GOOD_NAMES.clear()
-            _GOOD_NAMES.update(unseen)
-
     @classmethod
     def from_dict(cls, d: dict) -> "Measurement":
         """A measurement line, validated: bad input is a clear ValueError.
@@ -128,7 +112,7 @@ class Measurement:
 
             return GpuMeasurement.from_dict(d)  # type: ignore[return-value]
         nodes = d["nodes"]
-        cls.check_nodes(nodes)
+        check_node_list(nodes)
         if len(nodes) > 1 and len(set(nodes)) != len(nodes):
             raise ValueError(f"'nodes' names a node twice: {nodes}")
         ok = d.get("ok", True)

@@ -51,12 +51,12 @@ class GpuMeasurement:
 
     @classmethod
     def from_dict(cls, d: dict) -> "GpuMeasurement":
-        from .analyze import Measurement
+        from ..names import check_node_list
 
         nodes = d.get("nodes")
         if type(nodes) is not list or len(nodes) != 1:
             raise ValueError("a per-GPU measurement names exactly one node: 'nodes': [\"gpu001\"]")
-        Measurement.check_nodes(nodes)
+        check_node_list(nodes)
         gpu = d.get("gpu")
         if type(gpu) is not int or not 0 <= gpu < 1024:
             raise ValueError("'gpu' must be the GPU's index (an integer 0-1023)")

@@ -19,6 +19,7 @@ import os
 import subprocess
 import time
 
+from ..slurm.schema.numbers import time_limit_seconds
 from .parse import parse_run
 from .plan import rounds
 
@@ -29,21 +30,6 @@ def size_bytes(text: str) -> int:
     if t and t[-1] in units:
         return int(float(t[:-1]) * units[t[-1]])
     return int(t)
-
-
-def seconds(limit: str) -> int:
-    """Slurm time limit "[D-]HH:MM:SS" / "MM:SS" / "M" -> seconds."""
-    days = 0
-    if "-" in limit:
-        d, limit = limit.split("-", 1)
-        days = int(d)
-    parts = [int(x) for x in limit.split(":")]
-    if len(parts) == 1:
-        parts = [0, parts[0], 0]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts
-    return days * 86400 + h * 3600 + m * 60 + s
 
 
 _JSON_SUPPORT: dict[str, bool] = {}
@@ -103,7 +89,7 @@ def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, ta
     """Run the tests over disjoint node sets concurrently; judge each log."""
     import signal
 
-    timeout = seconds(cfg["test_time_limit"]) + 30
+    timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
     use_json = writes_json(os.path.join(cfg["nccl_tests_dir"], test))
     started = []
     for nodes in node_sets:

@@ -19,7 +19,7 @@ NAME = "dcgm"
 def settings():
     from pydantic import Field
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class DcgmCfg(Strict):
         run_level: int = Field(2, ge=1, le=4)          # dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended

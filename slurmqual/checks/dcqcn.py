@@ -17,7 +17,7 @@ def settings():
 
     from pydantic import Field, field_validator
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class DcqcnCfg(Strict):
         priorities: list[int] = Field(default_factory=lambda: list(range(8)))

@@ -14,7 +14,7 @@ NAME = "fabric_manager"
 def settings():
     from typing import Literal
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class FabricManagerCfg(Strict):
         # "auto": judged where NVSwitches are on PCI; true: always; false: never.

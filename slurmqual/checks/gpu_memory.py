@@ -14,7 +14,7 @@ NAME = "gpu_memory"
 def settings():
     from pydantic import Field
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class GpuMemoryCfg(Strict):
         # Uncorrectable ECC errors since the last GPU reset that are tolerated.

@@ -13,7 +13,7 @@ NAME = "gpu_nic_affinity"
 
 
 def settings():
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class AffinityCfg(Strict):
         same_pcie_switch: bool = False

@@ -16,7 +16,7 @@ def settings():
 
     from pydantic import Field
 
-    from ..config_schema import Strict
+    from ._settings import Strict
     from ..probe.nvsmi import SLOWDOWN_REASONS
 
     class GpuStateCfg(Strict):

@@ -23,7 +23,7 @@ KNOWN_COUNTERS = (
 def settings():
     from pydantic import Field, field_validator
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class IbCountersCfg(Strict):
         # Largest allowed increase of each counter within window_s.

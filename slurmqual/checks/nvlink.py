@@ -24,7 +24,7 @@ ERRORS_OK = "NVLink error counters within limits"
 def settings():
     from pydantic import Field, field_validator
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class NvlinkCfg(Strict):
         # Active links every GPU must have; None: by product (H100/H200 18, A100 12)

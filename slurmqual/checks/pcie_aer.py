@@ -26,7 +26,7 @@ def settings():
 
     from pydantic import Field
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class PcieAerCfg(Strict):
         # What an uncorrectable (fatal / non-fatal) error does to the node.

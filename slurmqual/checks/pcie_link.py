@@ -15,7 +15,7 @@ NAME = "pcie_link"
 def settings():
     from typing import Literal
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class PcieCfg(Strict):
         on_degraded: Literal["fail", "warn"] = "fail"

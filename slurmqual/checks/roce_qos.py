@@ -17,7 +17,7 @@ def settings():
 
     from pydantic import Field
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class RoceQosCfg(Strict):
         # Priority trust the fabric expects (`mlnx_qos -i IF`: "Priority trust state");

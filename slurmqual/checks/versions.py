@@ -13,7 +13,7 @@ NAME = "versions"
 
 
 def settings():
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class VersionsCfg(Strict):
         driver: str | None = None

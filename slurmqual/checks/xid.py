@@ -56,7 +56,7 @@ def settings():
 
     from pydantic import Field
 
-    from ..config_schema import Strict
+    from ._settings import Strict
 
     class XidCfg(Strict):
         window_s: float = Field(86400.0, gt=0, le=30 * 86400)   # events older than this are forgotten

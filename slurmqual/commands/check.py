@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+from ..evaluation import evaluate, node_name
 from ..result import CheckResult, Status, exit_code, worst
 
 
@@ -21,36 +22,6 @@ def register(p: "argparse.ArgumentParser", _name: str) -> None:
                    help="the node's partitions for [[groups]] (repeatable) instead of asking Slurm")
     p.add_argument("--feature", action="append", default=None, metavar="NAME",
                    help="the node's features for [[groups]] (repeatable) instead of asking Slurm")
-
-
-def node_name(explicit: str | None = None) -> str:
-    if explicit:
-        return explicit
-    env = os.environ.get("SLURMD_NODENAME")
-    if env:
-        return env
-    return os.uname().nodename.split(".")[0]
-
-
-def evaluate_with_context(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf"),
-                          node: str | None = None):
-    """Run the selected checks against a node root; the shared core of `check`
-    and the hooks. Returns the results and the context (its memo carries the
-    versions found and any check tracebacks)."""
-    from ..checks import Context, run_checks, select
-    from ..fsroot import FsRoot
-
-    ctx = Context(FsRoot(root), config, level=level, deadline=deadline,
-                  command_timeout=config["hooks"]["command_timeout_s"], node=node)
-    if not os.path.isdir(root):  # e.g. a test cluster's per-node root that is gone: cannot judge, never fail
-        return [CheckResult(s.name, Status.ERROR, f"node root {root} is not a directory: cannot judge")
-                for s in select(names, level)], ctx
-    return run_checks(select(names, level), ctx), ctx
-
-
-def evaluate(root: str, config, level: str, names: list[str] | None, deadline: float = float("inf"),
-             node: str | None = None) -> list[CheckResult]:
-    return evaluate_with_context(root, config, level, names, deadline, node)[0]
 
 
 def render_human(node: str, results: list[CheckResult], colour: bool) -> str:

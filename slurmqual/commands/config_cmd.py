@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
 def _for_node(config, args: argparse.Namespace):
     """The node's merged config, checked against the models once more (several
     groups together), with one stderr line saying which groups applied."""
-    from ..config_schema import validate_effective
+    from ..config import validate_effective
     from ..names import BadNodeName, check
 
     try:

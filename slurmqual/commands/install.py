@@ -237,13 +237,12 @@ class InstallError(Exception):
 def _load_config(path: str, fallback_text: str | None):
     """Validated config from `path`, or from `fallback_text` (the example a dry
     run would write). Never uses or writes the config cache."""
-    from ..config import Config, ConfigError, load, parse_toml
+    from ..config import Config, ConfigError, load, parse_toml, validate
 
     if os.path.exists(path):
         return load(path, use_cache=False)
     if fallback_text is None:
         raise ConfigError(f"{path}: config file not found")
-    from ..config_schema import validate
 
     return Config(validate(parse_toml(fallback_text.encode(), "<annotated example>"), "<annotated example>"), path)
 

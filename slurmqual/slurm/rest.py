@@ -32,6 +32,7 @@ import urllib.parse
 from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, compress, expand, jobs_of
 from .cli import job_with_mark, submit_mark
 from .schema import FormatError, decode_jobs, decode_nodes, groups_from_doc
+from .schema.numbers import time_limit_seconds
 from .schema.version import KNOWN_GENERATIONS
 
 _PATH = re.compile(r"^/slurm/v0\.0\.(\d+)(/.*?)/?$")
@@ -388,9 +389,7 @@ class RestAdapter(SlurmAdapter):
 
 # -- job submission bodies per generation ---------------------------------------------
 def _minutes(limit: str) -> int:
-    from ..burnin.task import seconds
-
-    return max(1, seconds(limit) // 60)
+    return max(1, time_limit_seconds(limit) // 60)
 
 
 def _node_range(v: str) -> list[int]:

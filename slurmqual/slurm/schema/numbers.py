@@ -28,3 +28,18 @@ def unwrap(value, *, field: str = "number") -> int | None:
     if value in (NO_VAL, INFINITE) or value < 0:
         return None
     return value
+
+
+def time_limit_seconds(limit: str) -> int:
+    """Slurm time limit "[D-]HH:MM:SS" / "MM:SS" / "M" -> seconds."""
+    days = 0
+    if "-" in limit:
+        d, limit = limit.split("-", 1)
+        days = int(d)
+    parts = [int(x) for x in limit.split(":")]
+    if len(parts) == 1:
+        parts = [0, parts[0], 0]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return days * 86400 + h * 3600 + m * 60 + s

@@ -1,0 +1,174 @@
+"""Dependencies run one way: cli -> commands -> flows -> engine -> core.
+
+Every module of the package is placed in a layer below, by name; a module
+may import its own layer or lower ones, never a higher one, and no chain of
+imports may come back to where it started. Imports are read with `ast`, the
+lazy ones inside functions included (they run too); only `if TYPE_CHECKING:`
+blocks are left out (they never run). A new module must be placed here."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurmqual")
+
+CORE, ENGINE, FLOWS, COMMANDS, CLI = range(5)
+LAYER_NAMES = ["core", "engine", "flows", "commands", "cli"]
+
+# Exact module names first, then package prefixes ("slurmqual.checks." holds
+# every check module). The longest matching entry wins.
+LAYERS: dict[str, int] = {
+    # core: no knowledge of checks, Slurm or flows
+    "slurmqual": CORE, "slurmqual.atomic": CORE, "slurmqual.command": CORE, "slurmqual.fsroot": CORE,
+    "slurmqual.names": CORE, "slurmqual.records": CORE, "slurmqual.result": CORE, "slurmqual.security": CORE,
+    "slurmqual.data": CORE, "slurmqual.hooklog": CORE,
+    # engine: checks and probes, config, Slurm access, the stores and their formats, judging
+    "slurmqual.checks": ENGINE, "slurmqual.checks.": ENGINE, "slurmqual.probe": ENGINE, "slurmqual.probe.": ENGINE,
+    "slurmqual.slurm": ENGINE, "slurmqual.slurm.": ENGINE,
+    "slurmqual.config": ENGINE, "slurmqual.config_schema": ENGINE, "slurmqual.hints": ENGINE,
+    "slurmqual.evaluation": ENGINE, "slurmqual.nodestate": ENGINE, "slurmqual.nodefacts": ENGINE,
+    "slurmqual.policy": ENGINE, "slurmqual.qualification": ENGINE, "slurmqual.inventory": ENGINE,
+    "slurmqual.events": ENGINE, "slurmqual.counterwindow": ENGINE, "slurmqual.metrics": ENGINE,
+    "slurmqual.nodetree": ENGINE, "slurmqual.testing": ENGINE, "slurmqual.configproblem": ENGINE,
+    "slurmqual.burnin": ENGINE, "slurmqual.burnin.store": ENGINE, "slurmqual.burnin.analyze": ENGINE,
+    "slurmqual.burnin.pairs": ENGINE, "slurmqual.burnin.noise": ENGINE, "slurmqual.burnin.parse": ENGINE,
+    "slurmqual.burnin.plan": ENGINE, "slurmqual.burnin.report": ENGINE, "slurmqual.burnin.gpus": ENGINE,
+    "slurmqual.burnin.gpuparse": ENGINE, "slurmqual.burnin.topology": ENGINE, "slurmqual.burnin.fabricmap": ENGINE,
+    # flows: what runs on a node or drives the cluster
+    "slurmqual.hooks": FLOWS, "slurmqual.requalify": FLOWS, "slurmqual.burnin.runner": FLOWS,
+    "slurmqual.burnin.task": FLOWS,
+    # commands: one module per subcommand (argument parsing, printing)
+    "slurmqual.commands": COMMANDS, "slurmqual.commands.": COMMANDS,
+    # entry points
+    "slurmqual.cli": CLI, "slurmqual.__main__": CLI, "slurmqual.hookscripts": CLI,
+}
+
+
+def modules() -> dict[str, str]:
+    """Module name -> file, for every .py under the package."""
+    out = {}
+    for d, _, files in os.walk(PKG):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, os.path.dirname(PKG))[:-3].replace(os.sep, ".")
+                out[rel[: -len(".__init__")] if rel.endswith(".__init__") else rel] = path
+    return out
+
+
+def layer(module: str) -> int | None:
+    if module in LAYERS:
+        return LAYERS[module]
+    prefixes = [p for p in LAYERS if p.endswith(".") and module.startswith(p)]
+    return LAYERS[max(prefixes, key=len)] if prefixes else None
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports_of(module: str, path: str, known: set[str]) -> set[str]:
+    """Package modules that `module` imports (at import time or lazily)."""
+    tree = ast.parse(open(path).read(), path)
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    found = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in known else target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in known and m != module}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports_of(m, p, set(mods)) for m, p in mods.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(m for m in modules() if layer(m) is None)
+    assert not missing, f"place these modules in LAYERS: {missing}"
+
+
+def test_no_import_goes_up_a_layer():
+    up = [f"{m} ({LAYER_NAMES[layer(m)]}) imports {t} ({LAYER_NAMES[layer(t)]})"
+          for m, targets in sorted(graph().items()) for t in sorted(targets)
+          if layer(m) is not None and layer(t) is not None and layer(t) > layer(m)]
+    assert not up, "\n".join(up)
+
+
+def test_no_import_circle():
+    assert cycles(graph()) == []
+
+
+@pytest.mark.parametrize("source,finds", [
+    ("def f():\n    from .hooks import run\n", {"slurmqual.hooks"}),             # lazy imports count
+    ("from . import hooks\n", {"slurmqual.hooks"}),
+    ("from .slurm.schema import nodes\n", {"slurmqual.slurm.schema.nodes"}),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .hooks import run\n", set()),
+])
+def test_the_analysis_sees_every_kind_of_import(tmp_path, source, finds):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    known = {"slurmqual", "slurmqual.hooks", "slurmqual.slurm", "slurmqual.slurm.schema",
+             "slurmqual.slurm.schema.nodes"}
+    assert imports_of("slurmqual.m", str(path), known) == finds
+
+
+def test_the_analysis_finds_a_circle_and_an_upward_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+    assert layer("slurmqual.checks.xid") == ENGINE and layer("slurmqual.commands.install") == COMMANDS
