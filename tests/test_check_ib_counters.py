@@ -111,3 +111,29 @@ def test_counter_bad_input(tmp_path):
     os.makedirs(path)
     r = check(root, "ib_counters")
     assert r.status is Status.ERROR and "is a directory" in r.message
+
+
+def _no_pma(root, dev):
+    """What the kernel prints for every port counter of a device without a PMA
+    (iWARP: drivers/infiniband/core/sysfs.c show_pma_counter)."""
+    counters = os.path.realpath(f"{root}/sys/class/infiniband/{dev}/ports/1/counters")
+    for name in os.listdir(counters):
+        with open(os.path.join(counters, name), "w") as fh:
+            fh.write("N/A (no PMA)\n")
+
+
+def test_counters_without_a_pma_are_na_for_that_port_not_an_error(tmp_path, clock):
+    root = tree(tmp_path)
+    _no_pma(root, "mlx5_3")
+    r = check(root, "ib_counters")
+    assert r.status is Status.PASS and r.message.startswith("7 ports within error limits"), r
+    assert "(counters N/A, no PMA: mlx5_3/1)" in r.message
+    # A bad port beside it is still found.
+    set_port_attr(root, 0, "counters/link_downed", "3")
+    r = check(root, "ib_counters")
+    assert r.status is Status.FAIL and r.devices == ["mlx5_0/1"] and "no PMA: mlx5_3/1" in r.message
+    # Every port without a PMA: nothing to judge, not an error.
+    for n in range(8):
+        _no_pma(root, f"mlx5_{n}")
+    r = check(root, "ib_counters")
+    assert r.status is Status.NA and "no port with error counters" in r.message and "mlx5_7/1" in r.message

@@ -68,10 +68,18 @@ Fix: clean or replace the cable/transceiver, check the switch port, watch with p
 )
 
 
+# What the kernel prints for a port counter of a device without a PMA (iWARP,
+# some RoCE/soft devices): drivers/infiniband/core/sysfs.c, show_pma_counter.
+NO_PMA = "N/A"
+
+
 def judge(increase: dict[str, dict[str, int]], limits: dict[str, int], since: dict[str, float | None],
-          now: float, note: str = "") -> CheckResult:
+          now: float, note: str = "", no_pma: list[str] = ()) -> CheckResult:
     """increase: port -> counter -> increase within the window; since: port ->
-    time of the baseline reading (None: first reading, totals)."""
+    time of the baseline reading (None: first reading, totals); no_pma: ports
+    whose counters read N/A (not judged: na for them, never an error)."""
+    if no_pma:
+        note = f" (counters N/A, no PMA: {', '.join(no_pma)}){note}"
     bad, devices = [], []
     for port, values in sorted(increase.items()):
         over = [f"{k} +{v} (limit {limits[k]})" for k, v in sorted(values.items()) if v > limits[k]]
@@ -83,7 +91,7 @@ def judge(increase: dict[str, dict[str, int]], limits: dict[str, int], since: di
     if bad:
         return CheckResult(NAME, Status.FAIL, "; ".join(bad) + note, devices)
     if not increase:
-        return CheckResult(NAME, Status.NA, "no fabric ports")
+        return CheckResult(NAME, Status.NA, "no fabric ports" if not no_pma else f"no port with error counters{note}")
     return CheckResult(NAME, Status.PASS, f"{len(increase)} ports within error limits{note}")
 
 
@@ -98,8 +106,30 @@ def run(ctx) -> CheckResult:
 
     fs, cfg = ctx.fs, ctx.settings(NAME)
     limits, window = cfg["limits"], cfg["window_s"]
-    current = {p.name: {k: fs.read_int(f"{p.base}/counters/{k}", 10) for k in limits} for p in ctx.ports()}
+    current, no_pma = {}, []
+    for p in ctx.ports():
+        values = _read_counters(fs, p.base, limits)
+        if values is None:
+            no_pma.append(p.name)
+        else:
+            current[p.name] = values
     now = time.time()
     path = ctx.state_path(f"counters/{ctx.node_key()}.{NAME}.json")
     increase, since, note = counterwindow.observe(path, current, now, window)
-    return judge(increase, limits, since, now, f" ({note})" if note else "")
+    return judge(increase, limits, since, now, f" ({note})" if note else "", no_pma)
+
+
+def _read_counters(fs, base: str, limits: dict[str, int]) -> dict[str, int] | None:
+    """A port's counters, or None when the device has no PMA to count with
+    (its counters read "N/A (no PMA)"). Anything else unreadable is an error."""
+    from ..fsroot import FsError
+
+    try:
+        return {k: fs.read_int(f"{base}/counters/{k}", 10) for k in limits}
+    except FsError as exc:
+        try:
+            if fs.read(exc.path).strip().startswith(NO_PMA):
+                return None
+        except FsError:
+            pass
+        raise
