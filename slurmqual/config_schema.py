@@ -122,6 +122,12 @@ class BurninCfg(Strict):
     group_size: int = Field(16, ge=2)
     rounds: int = Field(3, ge=1, le=64)
     all_node_run: bool = False
+    # Per-GPU tests before the pair rounds (docs/BURNIN.md): any of
+    # "gpu_burn", "dcgmproftester", "nvbandwidth"; a tool missing from
+    # gpu_tools_dir leaves its tests untested (never a pass).
+    gpu_tests: list[Literal["gpu_burn", "dcgmproftester", "nvbandwidth"]] = []
+    gpu_tools_dir: str = "/usr/local/bin"
+    gpu_test_s: int = Field(60, ge=5, le=3600, description="seconds of gpu_burn / dcgmproftester load per node")
     test_time_limit: str = "00:10:00"
     task_time_limit: str = "01:00:00"
     partition: str | None = None

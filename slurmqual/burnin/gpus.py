@@ -123,7 +123,7 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
     errored: list[GpuMeasurement] = []
     for m in ms:
         nodes.setdefault(m.node, {"verdict": "untested", "gpus": {}, "worst": None})
-        if not m.ok or (m.value is None and not m.errors):
+        if not m.errors and (not m.ok or m.value is None):  # compare errors count even in a failed run
             problems.append(f"test error (not a measurement): {m.test} on {m.node} GPU {m.gpu}")
             errored.append(m)
             continue

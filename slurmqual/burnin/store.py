@@ -198,7 +198,11 @@ class SqliteStore(Store):
                         analysis.get("run_kind") or "full"))
             db.executemany("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?)", [
                 (run.id, i, json.dumps(m["nodes"]), m["test"], m["size"], m.get("busbw"), int(m["ok"]),
-                 json.dumps(m.get("problems", []))) for i, m in enumerate(measurements)])
+                 json.dumps(m.get("problems", []))) if "gpu" not in m else
+                # a per-GPU line: test@gpuN, its value in the busbw column, size 0
+                (run.id, i, json.dumps(m["nodes"]), f"{m['test']}@gpu{m['gpu']}", 0, m.get("value"), int(m["ok"]),
+                 json.dumps(m.get("problems", [m["error"]] if m.get("error") else [])))
+                for i, m in enumerate(measurements)])
             db.executemany("INSERT INTO verdicts (run_id, node, verdict, score, key) VALUES (?,?,?,?,?)", [
                 (run.id, n, v["verdict"], v["score"], v.get("key")) for n, v in analysis["nodes"].items()])
             db.executemany("INSERT INTO scores VALUES (?,?,?,?,?)", [

@@ -142,6 +142,7 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
         problems.append(f"output is of {result.test}, not {name}")
         ok = False
     out = {"nodes": nodes, "busbw": busbw if ok else None, "size": size, "test": name, "ok": ok,
+           "wrong": any(bool(r.wrong) for r in result.rows),  # data corruption when with 2+ partners (gpus.corrupt_nodes)
            "gpu_model": result.gpu_models[0] if len(result.gpu_models) == 1 else None,
            "nccl_version": result.nccl_version, "task": task, "round": round_,
            "problems": problems, "log": os.path.basename(log), "nccl": result.nccl_version}
@@ -183,6 +184,10 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
             checkpoint(result)
 
     task = int(task_id) if str(task_id).isdigit() else None
+    if cfg.get("gpu_tests"):  # every GPU of every node at once, before the pair rounds
+        from .gputask import run_gpu_tests
+
+        add(run_gpu_tests(cfg, nodes, log_dir, task))
     for test in cfg["tests"]:
         add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task))
         for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):

@@ -1,0 +1,109 @@
+"""The per-GPU tests of one burn-in task: each configured tool (gpu_burn,
+dcgmproftester, nvbandwidth) runs on every node of the task at once, one
+Slurm step per node, every GPU of the node at once; before the pair rounds.
+
+Building a command (`gpu_argv`) is separate from running it and from judging
+its output (gpuparse). A tool that is not installed, a run that fails or an
+output that cannot be read gives ``ok: false`` lines (one per GPU and test):
+untested, never a pass.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from .gpuparse import TOOL_TESTS, GpuResult, parse_file
+
+# tool -> binary names looked for in burnin.gpu_tools_dir, first found wins
+BINARIES = {"gpu_burn": ("gpu_burn",), "dcgmproftester": ("dcgmproftester13", "dcgmproftester12", "dcgmproftester11"),
+            "nvbandwidth": ("nvbandwidth",)}
+NVBANDWIDTH_CASES = ("device_local_copy", "host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
+                     "device_to_device_memcpy_write_ce")
+
+
+def binary(cfg: dict, tool: str) -> str | None:
+    for name in BINARIES[tool]:
+        path = os.path.join(cfg["gpu_tools_dir"], name)
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def gpu_argv(cfg: dict, tool: str, path: str, node: str) -> list[str]:
+    """The srun step that runs `tool` on every GPU of `node`."""
+    secs = str(cfg["gpu_test_s"])
+    step = ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--time={cfg['test_time_limit']}",
+            f"--chdir={cfg['gpu_tools_dir']}"]  # gpu_burn reads compare.ptx from its working directory
+    if tool == "gpu_burn":
+        return [*step, path, "-tc", secs]
+    if tool == "dcgmproftester":
+        return [*step, path, "--no-dcgm-validation", "-t", "1004", "-d", secs]
+    return [*step, path, "-t", *NVBANDWIDTH_CASES]
+
+
+def lines_of(tool: str, node: str, result: GpuResult, gpus: int, task: int | None, log: str,
+             err: str | None = None) -> list[dict]:
+    """Measurement lines: one per GPU reading; GPUs or tests without one are ok: false."""
+    problems = ([err] if err else []) + result.problems
+    out, seen = [], set()
+    for r in result.readings:
+        ok = not problems and r.value is not None
+        d = {"nodes": [node], **r.to_dict(), "ok": ok, "task": task, "tool": tool, "log": os.path.basename(log)}
+        if not ok and not r.errors:
+            d["value"] = None
+            d["error"] = "; ".join(problems)[:300] or "no usable number"
+        out.append(d)
+        seen.add((r.test, r.gpu))
+    for test, unit in TOOL_TESTS[tool].items():
+        for g in range(gpus):
+            if (test, g) not in seen:
+                out.append({"nodes": [node], "gpu": g, "test": test, "value": None, "unit": unit, "ok": False,
+                            "task": task, "tool": tool, "log": os.path.basename(log),
+                            "error": ("; ".join(problems) or f"{tool} reported nothing for GPU {g}")[:300]})
+    return out
+
+
+def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None) -> list[dict]:
+    """Every configured tool, one after the other; each on all nodes at once."""
+    import signal
+
+    out: list[dict] = []
+    timeout = cfg["gpu_test_s"] + 120
+    for tool in cfg["gpu_tests"]:
+        path = binary(cfg, tool)
+        if path is None:
+            err = f"{tool}: not installed in {cfg['gpu_tools_dir']} (untested)"
+            for n in nodes:
+                out += lines_of(tool, n, GpuResult(tool), cfg["gpus_per_node"], task, "-", err)
+            continue
+        started = []
+        for n in nodes:
+            log = os.path.join(log_dir, f"gpu-{tool}-{n}.log")
+            try:
+                fh = open(log, "w")
+                proc = subprocess.Popen(gpu_argv(cfg, tool, path, n), stdout=fh, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:
+                started.append((n, None, None, log, f"could not start: {exc}"))
+                continue
+            started.append((n, proc, fh, log, None))
+        deadline = time.monotonic() + timeout
+        for n, proc, fh, log, err in started:
+            if proc is not None:
+                try:
+                    proc.wait(timeout=max(1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    err = f"timed out after {timeout}s"
+                fh.close()
+                if err is None and proc.returncode:
+                    err = f"exit code {proc.returncode}"
+            try:
+                result = parse_file(log, tool) if proc is not None else GpuResult(tool)
+            except OSError as exc:
+                result, err = GpuResult(tool), err or f"unreadable log: {exc.strerror}"
+            out += lines_of(tool, n, result, cfg["gpus_per_node"], task, log, err)
+    return out

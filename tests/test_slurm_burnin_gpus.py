@@ -1,0 +1,65 @@
+"""Per-GPU burn-in end to end on a real local Slurm: the task jobs run the
+stand-in gpu_burn, dcgmproftester12 and nvbandwidth (tests/fakebin/gpu_tool,
+real output formats) on every node before the pair rounds; the analysis job
+drains the node with the slow GPU, naming the GPU and its PCI address."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+
+from slurm_fixtures import start_cluster, stop_cluster
+from test_slurm_burnin import drained, finish, sq
+
+pytestmark = pytest.mark.slurm
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODES = [f"n{i}" for i in range(1, 7)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = start_cluster("burningpu", len(NODES))
+    tools = os.path.join(c.base, "nccl-tests")  # beside fabric.json, which the stand-ins read
+    for t in ("gpu_burn", "dcgmproftester12", "nvbandwidth"):
+        shutil.copy(os.path.join(REPO, "tests", "fakebin", "gpu_tool"), os.path.join(tools, t))
+    with open(c.sq_config) as fh:
+        text = fh.read()
+    with open(c.sq_config, "w") as fh:
+        fh.write(text.replace("[burnin]\n", '[burnin]\ngpu_tests = ["gpu_burn", "dcgmproftester", "nvbandwidth"]\n'
+                              f'gpu_tools_dir = "{tools}"\ngpu_test_s = 5\n', 1))
+    yield c
+    stop_cluster(c)
+
+
+def test_slow_gpu_drains_its_node_naming_the_gpu(cluster):
+    cluster.fabric({"base": 400, "noise": 0.01, "seed": 3, "gpu": {"slow": {"n3": {"2": 0.7}}}})
+    p = sq(cluster, "burnin", "submit")
+    assert p.returncode == 0, p.stderr
+    a = finish(cluster, re.search(r"run dir (\S+)", p.stdout).group(1))
+    assert a["drain"] == ["n3"], (a["problems"], a["nodes"]["n3"])
+    n3 = a["nodes"]["n3"]
+    assert n3["gpu"]["gpu"] == 2 and n3["gpus"]["2"]["gemm"]["verdict"] == "fail"
+    assert n3["gpus"]["0"]["gemm"]["verdict"] == "pass"
+    assert {k.split(":")[0] for k in a["median"] if ":gpu" in k} == {"burn", "gemm", "hbm", "h2d", "d2h", "nvlink"}
+    assert all(a["nodes"][n]["verdict"] == "pass" for n in NODES if n != "n3")
+    reason = drained(cluster)["n3"]
+    assert re.fullmatch(r"slurmqual: burnin: GPU 2 \(0000:58:00\.0\) \w+ [\d.]+ \S+ < 90% of median [\d.]+", reason), reason
+    cluster.run("scontrol", "update", "nodename=n3", "state=resume")
+
+
+def test_missing_tool_is_untested_never_a_pass(cluster):
+    tools = os.path.join(cluster.base, "nccl-tests")
+    os.rename(os.path.join(tools, "nvbandwidth"), os.path.join(tools, "nvbandwidth.off"))
+    try:
+        cluster.fabric({"base": 400, "noise": 0.01, "seed": 4})
+        p = sq(cluster, "burnin", "submit")
+        assert p.returncode == 0, p.stderr
+        a = finish(cluster, re.search(r"run dir (\S+)", p.stdout).group(1))
+    finally:
+        os.rename(os.path.join(tools, "nvbandwidth.off"), os.path.join(tools, "nvbandwidth"))
+    assert not a["drain"]
+    assert all(v["verdict"] == "untested" for v in a["nodes"].values())
+    assert any("test error" in p and "hbm" in p for p in a["problems"])
