@@ -39,7 +39,7 @@ LAYERS: dict[str, int] = {
     "slurmqual.burnin.gpuparse": ENGINE, "slurmqual.burnin.topology": ENGINE, "slurmqual.burnin.fabricmap": ENGINE,
     # flows: what runs on a node or drives the cluster
     "slurmqual.hooks": FLOWS, "slurmqual.requalify": FLOWS, "slurmqual.burnin.runner": FLOWS,
-    "slurmqual.burnin.task": FLOWS,
+    "slurmqual.burnin.task": FLOWS, "slurmqual.burnin.gputask": FLOWS,
     # commands: one module per subcommand (argument parsing, printing)
     "slurmqual.commands": COMMANDS, "slurmqual.commands.": COMMANDS,
     # entry points
