@@ -34,24 +34,44 @@ def record(state_dir: str, node: str, kind: str, detail: str, when: float | None
     return path
 
 
-def pending(state_dir: str) -> list[tuple[str, dict]]:
-    """Spooled events, oldest first; unreadable files are skipped (and kept for a person to look at)."""
+def _valid(ev: object) -> bool:
+    """The shape record() writes: a node name, a numeric time, a known kind, a text detail."""
+    from .names import why_bad
+
+    return (isinstance(ev, dict) and why_bad(ev.get("node")) is None and ev.get("kind") in KINDS
+            and isinstance(ev.get("time"), (int, float)) and not isinstance(ev.get("time"), bool)
+            and isinstance(ev.get("detail", ""), str))
+
+
+def _spool(state_dir: str) -> tuple[list[tuple[str, dict]], list[str]]:
     d = spool_dir(state_dir)
     try:
         names = sorted(e for e in os.listdir(d) if e.endswith(".json") and not e.startswith("."))
     except OSError:
-        return []
-    out = []
+        return [], []
+    out, bad = [], []
     for name in names:
         try:
             with open(os.path.join(d, name), encoding="utf-8") as fh:
                 ev = json.load(fh)
-            if not isinstance(ev, dict) or not {"node", "time", "kind"} <= set(ev):
-                continue
-            out.append((os.path.join(d, name), ev))
         except (OSError, ValueError):
-            continue
-    return out
+            ev = None
+        if _valid(ev):
+            out.append((os.path.join(d, name), ev))
+        else:
+            bad.append(name)
+    return out, bad
+
+
+def pending(state_dir: str) -> list[tuple[str, dict]]:
+    """Spooled events, oldest first; unreadable or malformed files are skipped
+    (and kept for a person to look at: see malformed())."""
+    return _spool(state_dir)[0]
+
+
+def malformed(state_dir: str) -> list[str]:
+    """Spool files that are not events record() wrote (history names them)."""
+    return _spool(state_dir)[1]
 
 
 def ingest(store, state_dir: str) -> int:

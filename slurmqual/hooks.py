@@ -52,11 +52,11 @@ def drain_reason(failed: list[CheckResult]) -> str:
     return reasons.make(first.name, first.message, others=[r.name for r in failed[1:]])
 
 
-def record_state(state_dir: str, node: str, hook: str, results: list[CheckResult], versions: dict):
+def record_state(state_dir: str, node: str, hook: str, results: list[CheckResult], versions: dict, log):
     """Merge this run into the node's state file (for `status`, `inventory`, baselines)."""
     from .nodestate import record_run
 
-    return record_run(state_dir, node, hook, results, versions)
+    return record_run(state_dir, node, hook, results, versions, warn=log.warning)
 
 
 def _latest_results(state, results: list[CheckResult]) -> list[CheckResult]:
@@ -168,7 +168,8 @@ def _run(hook: str, env: dict, config, log) -> int:
     state = None
     try:
         if not state_unsafe:
-            state = record_state(config["hooks"]["state_dir"], node, hook, results, ctx.memo.get("versions", {}))
+            state = record_state(config["hooks"]["state_dir"], node, hook, results, ctx.memo.get("versions", {}),
+                                 log)
     except (OSError, ValueError) as exc:
         log.warning("could not record state for %s: %s", node, exc)
     passed = not any(r.status is Status.FAIL for r in results)
@@ -222,7 +223,7 @@ def _set_drain(config, node: str, drain: dict | None, log, error_since: float | 
             st.error_since = error_since
 
     try:
-        update(config["hooks"]["state_dir"], node, change)
+        update(config["hooks"]["state_dir"], node, change, warn=log.warning)
     except (OSError, ValueError) as exc:
         log.warning("could not record drain state for %s: %s", node, exc)
 

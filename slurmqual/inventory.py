@@ -25,27 +25,12 @@ class Inventory:
 
 
 def read_state_versions(state_dir: str) -> tuple[dict[str, dict[str, str]], list[str]]:
-    """node -> versions from `<state_dir>/nodes/<node>.json` written by the hooks."""
-    nodes_dir = os.path.join(state_dir, "nodes")
-    out: dict[str, dict[str, str]] = {}
-    bad: list[str] = []
-    try:
-        names = sorted(os.listdir(nodes_dir))
-    except FileNotFoundError:
-        return out, bad
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        try:
-            with open(os.path.join(nodes_dir, name), encoding="utf-8") as fh:
-                data = json.load(fh)
-            node = str(data["node"])
-            versions = data.get("versions") or {}
-        except (OSError, ValueError, KeyError, TypeError):
-            bad.append(name)
-            continue
-        out[node] = {k: str(v) for k, v in versions.items() if k in FIELDS and v not in (None, "")}
-    return out, bad
+    """node -> versions the hooks recorded (nodestate.py), and the state files
+    that could not be read."""
+    from .nodestate import read_all
+
+    states, bad = read_all(state_dir)
+    return {node: {k: v for k, v in st.versions.items() if k in FIELDS} for node, st in states.items()}, bad
 
 
 def judge(versions: dict[str, dict[str, str]]) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:

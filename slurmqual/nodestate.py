@@ -27,7 +27,7 @@ _RANK = {"pass": 0, "na": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
 VERSION_FIELDS = ("driver", "nic_fw", "kernel", "nccl")
 
 
-class StateError(Exception):
+class StateError(ValueError):
     """A state file exists but cannot be read."""
 
 
@@ -65,18 +65,32 @@ class NodeState:
 
     @classmethod
     def from_dict(cls, data: dict) -> "NodeState":
-        if not isinstance(data, dict) or not isinstance(data.get("node"), str):
+        """A state read back from its file; StateError naming the first field
+        whose shape is wrong (such a file is never half-trusted)."""
+        if not isinstance(data, dict) or not isinstance(data.get("node"), str) or not data["node"]:
             raise StateError("not a node state object")
-        t = float(data.get("time") or 0.0)
+        t = _number(data, "time", 0.0)
+        hook = data.get("hook") or ""
+        raw_checks = data.get("checks", [])
+        if not isinstance(hook, str):
+            raise StateError("'hook' is not a string")
+        if not isinstance(raw_checks, list):
+            raise StateError("'checks' is not a list")
         checks: dict[str, dict] = {}
-        for c in data.get("checks") or []:
-            if isinstance(c, dict) and isinstance(c.get("name"), str):
-                checks[c["name"]] = dict(c, time=c.get("time", t), hook=c.get("hook", data.get("hook", "")))
-        versions = {k: str(v) for k, v in (data.get("versions") or {}).items() if v not in (None, "")}
-        drain = data.get("drain") if isinstance(data.get("drain"), dict) else None
+        for c in raw_checks:
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not isinstance(c.get("status"), str):
+                raise StateError(f"a check entry is not {{name, status, ...}}: {str(c)[:60]!r}")
+            checks[c["name"]] = dict(c, time=_number(c, "time", t), hook=str(c.get("hook", hook)))
+        versions = data.get("versions", {})
+        if not isinstance(versions, dict):
+            raise StateError("'versions' is not an object")
+        drain = data.get("drain")
+        if drain is not None and not isinstance(drain, dict):
+            raise StateError("'drain' is neither an object nor null")
         err = data.get("error_since")
-        return cls(data["node"], t, str(data.get("hook") or ""), checks, versions, drain,
-                   float(err) if isinstance(err, (int, float)) else None, data.get("drain_known") is True)
+        return cls(data["node"], t, hook, checks, {k: str(v) for k, v in versions.items() if v not in (None, "")},
+                   drain, float(err) if isinstance(err, (int, float)) and not isinstance(err, bool) else None,
+                   data.get("drain_known") is True)
 
     def merge(self, hook: str, results: Iterable, versions: dict | None, now: float) -> None:
         """Record one hook run: its checks replace the same checks, others stay."""
@@ -90,6 +104,15 @@ class NodeState:
         self.hook = hook
 
 
+def _number(d: dict, key: str, default: float) -> float:
+    v = d.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise StateError(f"'{key}' is not a number")
+    return float(v)
+
+
 def nodes_dir(state_dir: str) -> str:
     return os.path.join(state_dir, "nodes")
 
@@ -101,18 +124,25 @@ def path(state_dir: str, node: str) -> str:
 
 
 def read(state_dir: str, node: str) -> NodeState | None:
-    """The node's state, None when it has none yet; StateError when unreadable."""
+    """The node's state, None when it has none yet; StateError when unreadable
+    or malformed (a file of another node included)."""
+    target = path(state_dir, node)
     try:
-        with open(path(state_dir, node), encoding="utf-8") as fh:
-            return NodeState.from_dict(json.load(fh))
+        with open(target, encoding="utf-8") as fh:
+            st = NodeState.from_dict(json.load(fh))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, TypeError) as exc:
-        raise StateError(f"{path(state_dir, node)}: {exc}") from None
+    except (OSError, ValueError, TypeError) as exc:   # StateError is a ValueError
+        raise StateError(f"{target}: {exc}") from None
+    if st.node != node:
+        raise StateError(f"{target}: holds node {st.node!r}")
+    return st
 
 
 def read_all(state_dir: str, names: set[str] | None = None) -> tuple[dict[str, NodeState], list[str]]:
-    """Every node's state (or those in `names`) and the file names we could not read."""
+    """Every node's state (or those in `names`) and the names of the files we
+    could not read or that are malformed (the callers say so: status,
+    inventory, the burn-in's version pinning). The one way to list node files."""
     out: dict[str, NodeState] = {}
     bad: list[str] = []
     try:
@@ -125,19 +155,28 @@ def read_all(state_dir: str, names: set[str] | None = None) -> tuple[dict[str, N
         if names is not None and entry[:-5] not in names:
             continue
         try:
-            with open(os.path.join(nodes_dir(state_dir), entry), encoding="utf-8") as fh:
-                st = NodeState.from_dict(json.load(fh))
-        except (OSError, ValueError, TypeError, StateError):
+            st = read(state_dir, entry[:-5])
+        except ValueError:   # StateError, or a name nodestate.path refuses
             bad.append(entry)
             continue
-        out[st.node] = st
+        if st is not None:
+            out[st.node] = st
     return out, bad
 
 
-def update(state_dir: str, node: str, change: Callable[[NodeState], None], *, durable: bool = True) -> NodeState:
+def node_count(state_dir: str) -> int:
+    """How many nodes have a state file (the hook-drain guard's fleet size)."""
+    try:
+        return sum(1 for e in os.listdir(nodes_dir(state_dir)) if e.endswith(".json") and not e.startswith("."))
+    except OSError:
+        return 0
+
+
+def update(state_dir: str, node: str, change: Callable[[NodeState], None], *, durable: bool = True,
+           warn: Callable[[str], None] | None = None) -> NodeState:
     """Read (or start) the node's state, apply `change`, write it back, under the node's lock.
-    An unreadable old file is replaced rather than blocking the hook forever.
-    durable=False: no fsync (see record_run)."""
+    An unreadable or malformed old file is replaced (and `warn` told why)
+    rather than failing every later hook on the node. durable=False: no fsync (see record_run)."""
     import fcntl
 
     from .atomic import ensure_dir, write_text
@@ -149,7 +188,9 @@ def update(state_dir: str, node: str, change: Callable[[NodeState], None], *, du
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             st = read(state_dir, node) or NodeState(node)
-        except StateError:
+        except StateError as exc:
+            if warn is not None:
+                warn(f"replacing unusable node state file: {exc}")
             st = NodeState(node)
         change(st)
         write_text(target, json.dumps(st.to_dict()), durable=durable)
@@ -159,7 +200,7 @@ def update(state_dir: str, node: str, change: Callable[[NodeState], None], *, du
 
 
 def record_run(state_dir: str, node: str, hook: str, results: Iterable, versions: dict | None,
-               now: float | None = None) -> NodeState:
+               now: float | None = None, warn: Callable[[str], None] | None = None) -> NodeState:
     """Merge one hook run's results. Every prolog writes this (before every
     job), so without an fsync: a job's start never waits on the disk behind
     the node's other I/O. A crash may lose the last results (or, on some
@@ -167,4 +208,4 @@ def record_run(state_dir: str, node: str, hook: str, results: Iterable, versions
     asks Slurm again); drain records (`_set_drain` in hooks.py) stay durable."""
     now = time.time() if now is None else now
     results = list(results)
-    return update(state_dir, node, lambda st: st.merge(hook, results, versions, now), durable=False)
+    return update(state_dir, node, lambda st: st.merge(hook, results, versions, now), durable=False, warn=warn)

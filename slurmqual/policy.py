@@ -176,11 +176,9 @@ class HookGuard:
         return out
 
     def fleet_size(self) -> int:
-        try:
-            return sum(1 for e in os.listdir(os.path.join(self.state_dir, "nodes"))
-                       if e.endswith(".json") and not e.startswith("."))
-        except OSError:
-            return 0
+        from .nodestate import node_count
+
+        return node_count(self.state_dir)
 
     def _write(self, kind: str, node: str, rec: dict) -> None:
         from .atomic import ensure_dir, write_text

@@ -308,14 +308,15 @@ class Requalify:
 
     def _from_state_file(self, node: str, since: float) -> str | None:
         """The failing check the node's own prolog recorded when it refused our step."""
+        from .nodestate import StateError, read
+
         try:
-            with open(os.path.join(self.state_dir, "nodes", f"{node}.json")) as fh:
-                st = json.load(fh)
-        except (OSError, ValueError):
+            st = read(self.state_dir, node)
+        except StateError:
             return None
-        bad = [c for c in st.get("checks", []) if c.get("status") == "fail"]
-        if st.get("time", 0) >= since - 1 and bad:
-            return f"{bad[0]['name']}: {bad[0]['message']}"
+        bad = [c for c in st.checks.values() if c["status"] == "fail"] if st is not None else []
+        if st is not None and st.time >= since - 1 and bad:
+            return f"{bad[0]['name']}: {bad[0].get('message', '')}"
         return None
 
     def _burnin(self, nodes: list[str], refs: list[str]) -> dict:

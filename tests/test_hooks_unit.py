@@ -255,3 +255,15 @@ def test_drain_and_resume_commands_use_the_shared_policy(tmp_path):
     assert [c for c in calls(log) if c.startswith("update")] == []
     p = _cli(cfg, "resume", "n1", "--force")
     assert p.returncode == 0 and [c for c in calls(log) if c.startswith("update")] == ["update nodename=n1 state=resume"]
+
+
+@pytest.mark.parametrize("broken", ['{"node": "n1", "checks": ["x"]}', '{"node": "n1", "versions": []}',
+                                    '{"node": "n1", "time": "soon"}', '{"node": "n1", "chec'])
+def test_malformed_node_state_is_replaced_and_logged_never_an_internal_error(tmp_path, monkeypatch, broken, caplog):
+    _root, cfg, calls_log = setup(tmp_path)
+    assert run(monkeypatch, cfg, "prolog") == 0
+    (tmp_path / "state/nodes/n1.json").write_text(broken)
+    assert run(monkeypatch, cfg, "epilog") == 0
+    state = json.loads((tmp_path / "state/nodes/n1.json").read_text())
+    assert state["node"] == "n1" and state["hook"] == "epilog" and state["status"] == "pass"
+    assert "replacing unusable node state file" in caplog.text and "internal error" not in caplog.text

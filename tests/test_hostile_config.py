@@ -15,7 +15,7 @@ import pytest
 
 from hostile import as_user, open_tmp, other_user  # noqa: F401 - open_tmp is a fixture
 from slurmqual import config as cfgmod
-from slurmqual import hooklog, hooks
+from slurmqual import hooklog, hooks, nodestate
 from slurmqual.config import ConfigError, ConfigRefused, load
 from slurmqual.nodetree import build
 from slurmqual.security import UnsafePath, check_root_only
@@ -128,9 +128,9 @@ def test_an_unusable_config_is_shown_in_the_default_log_status_and_install_check
 
     def shown():
         names = {"n1", "n2"}
-        state = status.read_state_files(str(defaults / "state"), names)
+        state, _bad = nodestate.read_all(str(defaults / "state"), names)
         found = configproblem.current(configproblem.read_all([configproblem.DEFAULT_STATE_DIR], names),
-                                      {n: st.get("time") for n, st in state.items()})
+                                      {n: st.time for n, st in state.items()})
         text = status.render([], status.summary([]), None, True, found)
         checked = install.run_check("/", str(tmp_path / "opt"), str(tmp_path / "no-slurm.conf"), "n1", False,
                                     config_path=str(cfg), cache_dir=str(tmp_path / "cache"))

@@ -37,6 +37,10 @@ def main(args: argparse.Namespace) -> int:
             spool.ingest(store, state_dir)
         except (StoreError, OSError) as exc:  # the store's own history still answers
             print(f"slurmqual: warning: could not ingest spooled events: {exc}", file=sys.stderr)
+        bad = spool.malformed(state_dir)
+        if bad:
+            print(f"slurmqual: warning: skipped unreadable or malformed event files in {spool.spool_dir(state_dir)}: "
+                  f"{', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''}", file=sys.stderr)
         events = store.node_history(args.node)
         baseline = store.baselines([args.node]).get(args.node)
     finally:

@@ -26,33 +26,6 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def read_state_files(state_dir: str, names: set[str] | None) -> dict[str, dict]:
-    """Last hook results per node (nodestate.py's format, read raw: 4,096 files
-    must take milliseconds); unreadable files are skipped (status must answer)."""
-    import os
-
-    from ..nodestate import nodes_dir
-
-    out: dict[str, dict] = {}
-    d = nodes_dir(state_dir)
-    try:
-        entries = os.listdir(d)
-    except OSError:
-        return out
-    for entry in entries:
-        node = entry[:-5] if entry.endswith(".json") and not entry.startswith(".") else None
-        if node is None or (names is not None and node not in names):
-            continue
-        try:
-            with open(os.path.join(d, entry), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("checks"), list):
-            out[node] = data
-    return out
-
-
 def pending_nodes(state_dir: str) -> set[str]:
     import os
 
@@ -62,18 +35,18 @@ def pending_nodes(state_dir: str) -> set[str]:
         return set()
 
 
-def gather(slurm_nodes: list, state: dict[str, dict], pending: set[str], burnin: dict[str, dict]) -> list[NodeFacts]:
+def gather(slurm_nodes: list, state: dict, pending: set[str], burnin: dict[str, dict]) -> list[NodeFacts]:
     """Join the three sources into NodeFacts. `slurm_nodes` are adapter NodeInfo
-    objects (name, state, flags, reason); `burnin` maps node -> dict with keys
+    objects (name, state, flags, reason); `state` node -> nodestate.NodeState; `burnin` maps node -> dict with keys
     time, verdict, score, median, baseline (any may be missing)."""
     facts = []
     for n in slurm_nodes:
-        st = state.get(n.name, {})
+        st = state.get(n.name)
         b = burnin.get(n.name, {})
-        failing = [c.get("name", "?") for c in st.get("checks", []) if c.get("status") == "fail"]
         facts.append(NodeFacts(
             name=n.name, slurm_state=n.state, slurm_flags=list(n.flags), reason=n.reason or "",
-            requalify_pending=n.name in pending, last_check_time=st.get("time"), failing_checks=failing,
+            requalify_pending=n.name in pending, last_check_time=st.time if st else None,
+            failing_checks=st.failing if st else [],
             burnin_time=b.get("time"), burnin_verdict=b.get("verdict"), score=b.get("score"),
             median=b.get("median"), baseline=b.get("baseline"),
         ))
@@ -197,12 +170,16 @@ def main(args: argparse.Namespace) -> int:
     except StoreError as exc:  # say so: never show a broken store as "no burn-in yet"
         store_error, burnin_facts = str(exc), {}
         print(f"slurmqual: burn-in store unusable, burn-in columns left empty: {exc}", file=sys.stderr)
+    from .. import nodestate
     from ..configproblem import DEFAULT_STATE_DIR, current, read_all
 
-    state = read_state_files(state_dir, set(names))
+    state, unreadable = nodestate.read_all(state_dir, set(names))
+    if unreadable:  # their nodes show no hook results; say why rather than hide it
+        print(f"slurmqual: unreadable or malformed node state files (ignored, the next hook replaces them): "
+              f"{', '.join(unreadable[:10])}{' ...' if len(unreadable) > 10 else ''}", file=sys.stderr)
     facts = gather(nodes, state, pending_nodes(state_dir), burnin_facts)
     problems = current(read_all([DEFAULT_STATE_DIR, state_dir], set(names)),
-                       {n: st.get("time") for n, st in state.items()})
+                       {n: st.time for n, st in state.items()})
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
     if args.state:
         table = [r for r in table if r["qualification"] == args.state]
