@@ -1,6 +1,7 @@
 """Synthetic fleets for analysis tests and the benchmark: a fabric model
 (per-node, network-only, intra-only and per-link factors, GPU models,
-multiplicative noise with optional heavy-tailed stragglers, failed tests,
+multiplicative noise with optional heavy-tailed stragglers and transient
+congestion on pair measurements, failed tests,
 dead tasks) measured over the same plan the job array runs, producing the
 measurements a task writes."""
 
@@ -26,6 +27,7 @@ class Fabric:
     link: dict = field(default_factory=dict)                   # {(a, b): factor}
     noise: float = 0.0
     stragglers: float = 0.0          # chance that one measurement is a straggler (x U(0.8, 0.95))
+    transient: float = 0.0           # chance that one pair measurement hits transient congestion (x U(0.45, 0.85))
     models: dict[str, str] = field(default_factory=dict)       # node -> GPU model (default H100)
     fail_pairs: set = field(default_factory=set)               # frozenset pairs whose test crashes
     pairless: set = field(default_factory=set)                 # nodes whose every pair test crashes
@@ -59,7 +61,10 @@ def run(nodes: list[str], fabric: Fabric, seed: int = 0, n_rounds: int = 3, grou
     def pair(a: str, b: str, test: str, task: int, rnd: int) -> Measurement:
         if {a, b} & fabric.pairless or frozenset((a, b)) in fabric.fail_pairs:
             return Measurement((a, b), 0.0, REF, test, ok=False, task=task, round=rnd)
-        return Measurement((a, b), noisy(fabric.base * fabric.pair_factor(a, b)), REF, test,
+        v = noisy(fabric.base * fabric.pair_factor(a, b))
+        if fabric.transient and rng.random() < fabric.transient:
+            v *= rng.uniform(0.45, 0.85)  # congestion on the fabric, not either node
+        return Measurement((a, b), v, REF, test,
                            gpu_model=fabric.models.get(a, H100), nccl_version="2.21.5", task=task, round=rnd)
 
     for task, g in enumerate(groups(nodes, group_size)):

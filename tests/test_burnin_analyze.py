@@ -266,3 +266,27 @@ def test_a_requalify_is_judged_against_the_fleet_not_its_references():
     assert set(judged.nodes) == {swapped}  # the references are evidence, not judged (their verdicts stand)
     fixed = analyze(run_pairs(plan, Fabric(noise=0.01), seed=3), fleet_level=full.median, trusted=set(refs))
     assert fixed.nodes[swapped]["verdict"] == "pass" and fixed.drain == []
+
+
+def test_retest_budget_decides_the_least_ambiguous_by_their_estimate():
+    # 8% of 512 nodes at 0.85 (2% noise): more below the line than max(2, 5%) retests.
+    nodes = names(512)
+    slow = {n: 0.85 for n in nodes[::12]}
+    a = analyze(run(nodes, Fabric(net=slow, noise=0.02), seed=11), nodes, params=Params(guard_fraction=0.2))
+    budget = max(2, int(0.05 * 512))
+    assert len(verdicts(a, "retest")) <= budget
+    assert not set(a.drain) - set(slow)  # decided by the estimate, never a healthy node
+    assert not set(slow) & set(verdicts(a, "pass"))
+    assert any(p.startswith(f"retest budget ({budget})") for p in a.problems)
+    # Without the budget (everything may stay retest) the same run decides fewer.
+    loose = analyze(run(nodes, Fabric(net=slow, noise=0.02), seed=11), nodes,
+                    params=Params(guard_fraction=0.2, retest_fraction=1.0))
+    assert len(loose.drain) < len(a.drain) and len(verdicts(loose, "retest")) > budget
+
+
+def test_transient_congestion_neither_widens_the_noise_nor_drains():
+    nodes = names(512)
+    slow = {n: 0.8 for n in nodes[5::50]}
+    a = analyze(run(nodes, Fabric(node=slow, noise=0.02, transient=0.04), seed=5), nodes)
+    assert a.noise["all_reduce:pair"] < 0.03  # the old 1%-quantile widening read ~0.1 here
+    assert a.drain == sorted(slow)

@@ -171,6 +171,10 @@ class Params:
     alpha: float = 0.01
     # Noise is never assumed smaller than this (tiny fleets, perfect stand-ins).
     noise_floor: float = 0.01
+    # At most max(retest_min, retest_fraction x tested nodes) stay `retest`;
+    # the least ambiguous others are decided by their best estimate.
+    retest_fraction: float = 0.05
+    retest_min: int = 2
 
 
 @dataclass
@@ -259,8 +263,10 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
     # (threshold - 0.15) x median, where a single straggling run can land.
     drain = min(line * (1 - z * sigma), (p.threshold - 0.15) * fleet)
     verdicts = {n: "fail" if v < drain else "retest" if v < line else "pass" for n, v in value.items()}
+    # Beyond the retest budget a single run leans pass: a straggler must not drain.
+    leaning = {n: (round((line - value[n]) / (line * sigma), 3), "pass") for n, v in verdicts.items() if v == "retest"}
     return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(v) for n, v in value.items()},
-                      info={"measured": len(ms), "drain_line": round(drain, 3)})
+                     info={"measured": len(ms), "drain_line": round(drain, 3)}, leaning=leaning)
 
 
 def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[Measurement]:
@@ -316,6 +322,55 @@ def _merge_gpus(nodes: dict[str, dict], measurements: list[Measurement], gpu_ms:
             problems.append(f"{n}: data corruption: wrong results (#wrong) with {', '.join(partners)}, "
                             "each clean with other nodes")
     return gj.keys if gj else {}
+
+
+_RANK = {v: i for i, v in enumerate(VERDICT_ORDER)}
+
+
+def _node_verdict(keys: dict[str, dict], tests: list[str], parts: dict[str, tuple]) -> dict:
+    """A node's verdict from its keys' (the worst; per test, no pass without
+    pair evidence), the key that decided it (pair before intra on a tie) and its score."""
+    worst = 3  # pass
+    for t in tests:
+        tv = [_RANK[kv["verdict"]] for k, kv in keys.items() if parts[k][0] == t]
+        if not any(parts[k][0] == t and parts[k][1] == "pair" for k in keys) and 0 not in tv:
+            tv.append(2)  # no pair evidence: untested; intra alone never passes a node
+        worst = min(worst, min(tv))
+    verdict = VERDICT_ORDER[worst]
+    key = None
+    if keys and verdict != "untested":
+        key = min(keys, key=lambda k: (_RANK[keys[k]["verdict"]], parts[k][1] != "pair", k))
+    return {"verdict": verdict, "score": keys[key]["score"] if key else None, "key": key}
+
+
+def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int) -> list[str]:
+    """At most `budget` nodes stay `retest`: the most ambiguous ones (their
+    level estimate nearest the line in sds, contradicting evidence first;
+    nodes nothing can decide, with only convicted partners, always stay).
+    The others get the verdict their best estimate gives on every key they
+    are `retest` on: fail when below the line and consistent with one slow
+    level, else pass (an intra key's single run always leans pass: one
+    straggling run must not drain). Returns the nodes decided."""
+    ranked: list[tuple[float, str]] = []
+    stays = 0
+    for n, v in nodes.items():
+        if v["verdict"] != "retest":
+            continue
+        leans = [results[k].leaning.get(n, (None, "retest")) for k, kv in v["keys"].items() if kv["verdict"] == "retest"]
+        if not leans or any(amb is None for amb, _lean in leans):
+            stays += 1
+        else:
+            ranked.append((min(amb for amb, _lean in leans), n))
+    keep = max(budget - stays, 0)
+    if len(ranked) <= keep:
+        return []
+    ranked.sort()
+    decided = [n for _amb, n in ranked[keep:]]
+    for n in decided:
+        for k, kv in nodes[n]["keys"].items():
+            if kv["verdict"] == "retest":
+                kv["verdict"] = results[k].leaning[n][1]
+    return sorted(decided)
 
 
 def analyze(measurements: list[Measurement], scope: list[str] | None = None, params: Params | None = None,
@@ -376,24 +431,24 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     # the rule "no pass without network (pair) evidence".
     nodes: dict[str, dict] = {}
     parts = {k: split_key(k) for k in results}
-    rank = {v: i for i, v in enumerate(VERDICT_ORDER)}
     for n in all_nodes:
         keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n]} for k, r in results.items() if n in r.verdicts}
-        worst = 3  # pass
-        for t in tests:
-            tv = [rank[kv["verdict"]] for k, kv in keys.items() if parts[k][0] == t]
-            if not any(parts[k][0] == t and parts[k][1] == "pair" for k in keys) and 0 not in tv:
-                tv.append(2)  # no pair evidence: untested; intra alone never passes a node
-            worst = min(worst, min(tv))
-        verdict = VERDICT_ORDER[worst]
-        # The key that decided: the worst one, pair before intra on a tie.
-        key = None
-        if keys and verdict != "untested":
-            key = min(keys, key=lambda k: (rank[keys[k]["verdict"]], parts[k][1] != "pair", k))
-        score = keys[key]["score"] if key else None
-        nodes[n] = {"verdict": verdict, "score": score, "key": key, "keys": keys}
+        nodes[n] = {**_node_verdict(keys, tests, parts), "keys": keys}
         if n in models:
             nodes[n]["gpu_model"] = models[n]
+    # The retest budget decides nodes only in a run that drains: when the
+    # guard holds every drain (a fabric-wide problem) nothing is decided.
+    tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
+    budget = max(p.retest_min, int(p.retest_fraction * tested))
+    held = sum(1 for v in nodes.values() if v["verdict"] == "fail") > max(p.guard_min, int(p.guard_fraction * tested)) \
+        or any(r.info.get("split") for r in results.values())
+    decided = [] if held else _apply_retest_budget(nodes, results, budget)
+    for n in decided:
+        nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
+    if decided:
+        fails = sum(1 for n in decided if nodes[n]["verdict"] == "fail")
+        problems.append(f"retest budget ({budget}): {len(decided)} least ambiguous retest node(s) decided by their "
+                        f"best estimate: {fails} fail, {len(decided) - fails} pass")
     gpu_keys = _merge_gpus(nodes, measurements, gpu_ms, p, fleet_level, bool(tests), medians, problems)
 
     links = sorted(link for r in results.values() for link in r.links)

@@ -28,9 +28,11 @@ def z_score(k: int, n: int, alpha: float) -> float:
     return NORMAL.inv_cdf(1.0 - min(max(p, 1e-15), 0.5))
 
 
-def margins(n: int, alpha: float, k_max: int = 7) -> dict[int, float]:
-    """z_score for 1..k_max values at fleet size n (more values use k_max's)."""
-    return {k: z_score(k, n, alpha) for k in range(1, k_max + 1)}
+def margins(n: int, alpha: float, k_max: int = 16) -> dict[int, float]:
+    """Margin in noise sds for a level estimated from 1..k_max partners
+    (`level_estimate`: a mean of the top k // 2 + 1) at fleet size n; more
+    partners use k_max's (conservative)."""
+    return {k: fleet_margin(n, alpha, k // 2 + 1) for k in range(1, k_max + 1)}
 
 
 def drain_line(line: float, sigma: float, z: float) -> float:
@@ -44,18 +46,37 @@ def one_sided_z(alpha: float, n: int) -> float:
 
 
 def robust_noise(ratios: list[float], floor: float) -> float:
-    """Robust relative spread: the MAD of the upper half (the low side is where
-    slow nodes and the selection of healthy-looking pairs cut in), widened
-    when the low tail is heavier than a normal's (stragglers), never below
-    the floor."""
+    """Relative spread of the bulk: the MAD of the upper half, never below
+    the floor. Only the upper half: the low side is where slow nodes,
+    transient congestion and stragglers land, and where the selection of
+    healthy-looking pairs cuts in; a heavy low tail must not widen the
+    scale of the bulk (that margin would swallow every slow node). The
+    tail is handled by the estimators instead: a single slow pair never
+    convicts a node (see pairs.slow_rule)."""
     if len(ratios) < 2:
         return floor
     mid = median(ratios)
     upper = [r - mid for r in ratios if r >= mid]
     mad = 1.4826 * median(upper) if len(upper) >= 2 else 0.0
-    tail = 0.0
-    if len(ratios) >= 200:
-        s = sorted(ratios)
-        q = s[int(0.01 * len(s))]
-        tail = (mid - q) / 2.326
-    return max(mad / mid if mid else floor, tail / mid if mid else 0.0, floor)
+    return max(mad / mid if mid else floor, floor)
+
+
+def top_half(values: list[float]) -> list[float]:
+    """The upper k // 2 + 1 of k values: what is left when up to half (less
+    one) of a node's pairs are hit by transient congestion."""
+    return sorted(values, reverse=True)[:len(values) // 2 + 1]
+
+
+def level_estimate(values: list[float]) -> float:
+    """A node's level from its partners' values: the mean of the top half.
+    Its chance to fall below c is at most that of the mean of any fixed
+    k // 2 + 1 of the values (the top ones sum to at least as much), so
+    `fleet_margin` with m = k // 2 + 1 bounds it."""
+    top = top_half(values)
+    return sum(top) / len(top)
+
+
+def fleet_margin(n: int, alpha: float, m: int) -> float:
+    """Margin, in noise sds, for a mean of m values judged over n nodes:
+    chance that noise alone puts any node at the line below it < alpha."""
+    return one_sided_z(alpha, n) / math.sqrt(max(m, 1))

@@ -4,14 +4,17 @@ Stages, each a plain function or small class:
 
 - `link_values`: a link measured more than once is one link (median of its
   repeats); the adjacency of nodes and their partners;
-- `node_scores`: each node's upper median over partners not convicted;
+- `node_scores`: each node's level over partners not convicted (the mean
+  of the top half of its pairs: a transient on one pair does not move it);
 - `top_level` / `healthy_noise`: the level healthy nodes run at and the
   noise of pairs between healthy-looking nodes;
 - `Conviction`: the conviction loop at one line and noise, slowest first,
   each conviction removing that node from its partners' evidence;
 - `convict`: passes of that loop until the fleet median settles;
 - `suspect_links`: slow pairs between two nodes fine elsewhere;
-- `judge_pairs`: all of the above, plus the split-fleet and guard re-judging.
+- `judge_pairs`: all of the above, plus the split-fleet and guard re-judging,
+  and for each `retest` how ambiguous it is and which way its estimate leans
+  (analyze's retest budget decides the least ambiguous ones by that).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Iterable
 
-from .noise import drain_line, margins, one_sided_z, robust_noise, upper_median
+from .noise import drain_line, level_estimate, margins, one_sided_z, robust_noise, top_half
 
 if TYPE_CHECKING:
     from .analyze import Measurement, Params
@@ -41,6 +44,9 @@ class KeyResult:
     scores: dict[str, float | None]
     links: list[list[str]] = field(default_factory=list)
     info: dict = field(default_factory=dict)
+    # Per `retest` node: (ambiguity in noise sds from the line, smaller is
+    # more ambiguous, None when nothing can decide it; best-estimate verdict).
+    leaning: dict[str, tuple[float | None, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,11 +75,11 @@ def link_values(ms: Iterable["Measurement"]) -> PairGraph:
 
 
 def node_scores(g: PairGraph, convicted: set[str]) -> dict[str, float | None]:
-    """Upper median over partners not convicted (a convict keeps all its pairs)."""
+    """Level estimate over partners not convicted (a convict keeps all its pairs)."""
     out: dict[str, float | None] = {}
     for n, pairs in g.adj.items():
         vals = [v for q, v in pairs if q not in convicted] if n not in convicted else [v for _q, v in pairs]
-        out[n] = upper_median(vals) if vals else None
+        out[n] = level_estimate(vals) if vals else None
     return out
 
 
@@ -93,7 +99,9 @@ def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: flo
     level = top_level(g, convicted, threshold)
     if not level:
         return floor
-    cut = threshold * level
+    # A loose cut: a tight one (the line) selects pairs whose noise went up
+    # and shrinks the estimate (the upper half ignores the slow ones kept).
+    cut = (threshold - 0.15) * level
     healthy = [v / level for (a, b), v in g.value.items()
                if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
     return robust_noise(healthy, floor)
@@ -104,11 +112,16 @@ class Conviction:
     line, slowest first; `convicted` grows in place."""
 
     def __init__(self, g: PairGraph, line: float, sigma: float, z: dict[int, float],
-                 convicted: set[str], trusted: frozenset[str]):
-        self.g, self.line, self.sigma, self.trusted = g, line, sigma, trusted
+                 convicted: set[str], trusted: frozenset[str], threshold: float = 0.9):
+        self.g, self.line, self.sigma, self.trusted, self.threshold = g, line, sigma, trusted, threshold
         self.convicted = convicted
         self._drain_at = {k: drain_line(line, sigma, zk) for k, zk in z.items()}
         self._k_max = max(z)
+
+    def healthy_floor(self, k: int) -> float:
+        """Below it, a level from k partners is not a healthy node's (at the
+        fleet level, line / threshold), by the same alpha margin."""
+        return self.line / self.threshold * (self.drain_line(k) / self.line)
 
     def drain_line(self, k: int) -> float:
         return self._drain_at.get(k, self._drain_at[self._k_max])
@@ -116,15 +129,25 @@ class Conviction:
     def free(self, n: str) -> list[float]:
         return [v for q, v in self.g.adj[n] if q not in self.convicted]
 
-    def slow_rule(self, vals: list[float], s: float) -> bool:
-        """Slow with at least two distinct partners, clearly below the line,
-        and (nearly) no pair above it: a slow node bottlenecks every pair; a
-        pair far above the node's own score (beyond what noise spreads runs
-        of one level apart) contradicts it. One lucky pair does not save a
-        node slow with three others."""
+    def consistent(self, vals: list[float], s: float) -> bool:
+        """(Nearly) no pair above the line: a slow node bottlenecks every
+        pair; a pair far above the node's own level (beyond what noise
+        spreads runs of one level apart) contradicts it. With three partners
+        one healthy pair saves a node (two transients on one node are not
+        rare in a big fleet); one lucky pair does not save a node slow with
+        three others."""
         high = min(self.line, s * (1 + 6 * self.sigma))
-        return len(vals) >= 2 and s < self.drain_line(len(vals)) and \
-            sum(1 for v in vals if v >= high) < len(vals) // 2
+        if sum(1 for v in vals if v >= high) >= len(vals) // 2:
+            return False
+        # The pairs that make the level agree with one level: transient
+        # congestion scatters its hits (x0.45-0.85), a slow node does not.
+        top = top_half([v for v in vals if v < high])
+        return max(top) - min(top) <= s * 4.5 * self.sigma * math.sqrt(2)
+
+    def slow_rule(self, vals: list[float], s: float) -> bool:
+        """Slow with at least two distinct partners, its level clearly below
+        the line (the margin for the mean of its top half), consistently."""
+        return len(vals) >= 2 and s < self.drain_line(len(vals)) and self.consistent(vals, s)
 
     def suspect(self, q: str) -> bool:
         """Below the line with every partner: its pairs may be its own fault
@@ -143,7 +166,7 @@ class Conviction:
         clean = [(q, v) for q, v in adj[n] if q not in convicted and not self.suspect(q)]
         if len(clean) >= 2:
             vals = [v for _q, v in clean]
-            return self.slow_rule(vals, upper_median(vals))
+            return self.slow_rule(vals, level_estimate(vals))
         if len(clean) == 1 and len(adj[n]) >= 2:
             q = clean[0][0]
             every = [v for _q, v in adj[n]]
@@ -159,7 +182,7 @@ class Conviction:
                 if r not in self.convicted:
                     rv = self.free(r)
                     if rv:
-                        heapq.heappush(heap, (upper_median(rv), -len(rv), r))
+                        heapq.heappush(heap, (level_estimate(rv), -len(rv), r))
 
     def run(self, score: dict[str, float | None]) -> None:
         """Convict, slowest first; nodes below the line whose slowness may be
@@ -180,7 +203,7 @@ class Conviction:
                 vals = self.free(n)
                 if not vals:
                     continue
-                now = upper_median(vals)
+                now = level_estimate(vals)
                 if now != s:
                     heapq.heappush(heap, (now, -len(vals), n))
                     continue
@@ -196,7 +219,7 @@ class Conviction:
             while deferred:
                 s, _k, n = heapq.heappop(deferred)
                 vals = self.free(n) if n not in convicted else []
-                if vals and upper_median(vals) == s and self.slow_rule(vals, s):
+                if vals and level_estimate(vals) == s and self.slow_rule(vals, s):
                     convicted.add(n)
                     tentative.add(n)
                     self._push_around(n, heap)
@@ -223,7 +246,7 @@ def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", z: dict[int, 
         line = p.threshold * fleet
         sigma = healthy_noise(g, score, convicted, p.threshold, p.noise_floor)
         before = len(convicted)
-        Conviction(g, line, sigma, z, convicted, trusted).run(score)
+        Conviction(g, line, sigma, z, convicted, trusted, p.threshold).run(score)
         score = node_scores(g, convicted)
         new_fleet = fleet if pinned else median(s for s in score.values() if s is not None)
         if len(convicted) == before and new_fleet == fleet:
@@ -294,12 +317,40 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
         else:
             verdicts[n] = "pass"
+    leaning = retest_leaning(g, verdicts, convicted, Conviction(g, line, sigma, z, convicted, trusted, p.threshold))
     links = suspect_links(g, convicted, line, sigma, p.alpha)
     info = {"pairs": len(g.value), "measured": len(ms),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(drain_line(line, sigma, z[3]), 3), "clearly_above": above if split else 0,
             "split": split}
-    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info)
+    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning)
+
+
+def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],
+                   c: Conviction) -> dict[str, tuple[float | None, str]]:
+    """For each `retest`: how far its level estimate is from the line in
+    sds of that estimate (None: only convicted or suspect partners,
+    nothing decides it), and the verdict that estimate gives: fail when below the line and
+    consistent with one slow level, else pass. Contradicting evidence (a
+    healthy pair among slow ones) is the most ambiguous: 0."""
+    out: dict[str, tuple[float | None, str]] = {}
+    for n, v in verdicts.items():
+        if v != "retest":
+            continue
+        # Partners that are convicted or themselves suspects may explain it.
+        vals = [w for q, w in g.adj[n] if q not in convicted and not c.suspect(q)]
+        if not vals:
+            out[n] = (None, "retest")
+            continue
+        est = level_estimate(vals)
+        sd = c.line * c.sigma / math.sqrt(len(vals) // 2 + 1)
+        # Decided against the line only when, by the fleet's alpha margin,
+        # it cannot be a healthy node either (noise too wide to decide: pass).
+        if est < min(c.line, c.healthy_floor(len(vals))) and c.consistent(vals, est):
+            out[n] = (round((c.line - est) / sd, 3), "fail")
+        else:
+            out[n] = (0.0 if est < c.line else round((est - c.line) / sd, 3), "pass")
+    return out
 
 
 def _r(x: float | None) -> float | None:
