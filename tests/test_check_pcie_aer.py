@@ -8,6 +8,7 @@ from slurmqual.nodetree import AER_CORRECTABLE, AER_UNCORRECTABLE, NodeSpec, set
 from slurmqual.probe import pci
 from slurmqual.result import Status
 
+REAL = os.path.join(os.path.dirname(__file__), "data", "real", "pci")
 GPU3 = "0000:4b:00.0"     # nodetree: GPU 3 behind host bridge 0x48
 BRIDGE3 = "0000:4a:00.0"  # the switch downstream port above it
 
@@ -91,3 +92,44 @@ def test_parser_reads_the_kernel_format_and_unknown_newer_names():
         assert "Name count" in exc.reason
     else:
         raise AssertionError("malformed line accepted")
+
+
+def real_aer(kind: str) -> str:
+    """The kernel ABI document's sample of one file (older kernels' long names)."""
+    with open(os.path.join(REAL, f"aer_dev_{kind}_long_names_kernel_abi_doc.txt"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def write_aer(root: str, bdf: str, kind: str, text: str) -> None:
+    with open(os.path.realpath(f"{root}/sys/bus/pci/devices/{bdf}/aer_dev_{kind}"), "w") as fh:
+        fh.write(text)
+
+
+def test_parser_reads_older_kernels_long_names_as_the_short_ones():
+    counts, total = pci.parse_aer(real_aer("correctable"), "c")
+    assert total == 2 and counts == {n: 2 if n == "RxErr" else 0 for n in AER_CORRECTABLE}
+    for kind in ("fatal", "nonfatal"):
+        counts, total = pci.parse_aer(real_aer(kind), kind)
+        assert total == 0 and set(counts) <= set(AER_UNCORRECTABLE) and len(counts) == 17
+    assert pci.parse_aer("Completion  Timeout 3\nTOTAL_ERR_NONFATAL 3\n", "x")[0] == {"CmpltTO": 3}
+
+
+def test_real_long_name_files_are_judged_not_an_error(tmp_path):
+    root = tree(tmp_path, NodeSpec(uptime_s=60.0))
+    for kind in ("fatal", "nonfatal", "correctable"):
+        write_aer(root, GPU3, kind, real_aer(kind))
+    # 2 receiver errors within a minute of boot: above 60/h, named as a newer kernel names them.
+    r = check(root, "pcie_aer", FULL)
+    assert r.status is Status.WARN and f"GPU {GPU3}: 2 correctable in 0.0 h" in r.message and "RxErr 2)" in r.message
+    assert check(root, "pcie_aer", config(checks={"pcie_aer": {"correctable_per_hour": 1000}})).status is Status.PASS
+
+
+def test_long_name_uncorrectable_fails_like_the_short_name_one(tmp_path):
+    # The document's all-zero nonfatal sample with a completion timeout counted in it.
+    text = real_aer("nonfatal").replace("Completion Timeout 0", "Completion Timeout 2")
+    root = tree(tmp_path)
+    write_aer(root, GPU3, "nonfatal", text.replace("TOTAL_ERR_NONFATAL 0", "TOTAL_ERR_NONFATAL 2"))
+    long_names = check(root, "pcie_aer", FULL)
+    short_names = check(tree(tmp_path, "pcie-aer-nonfatal", name="short"), "pcie_aer", FULL)
+    assert long_names.status is Status.FAIL and long_names.message == short_names.message
+    assert f"GPU {GPU3}: 2 nonfatal (CmpltTO 2)" in long_names.message

@@ -45,7 +45,8 @@ SPEC = CheckSpec(
     hint="uncorrectable PCIe errors: reseat the device or riser, reboot to clear; if they return, RMA the card or "
          "the board; correctable only: check the riser/slot, PCIe gen setting",
     explain="""Reads /sys/bus/pci/devices/<bdf>/aer_dev_fatal, aer_dev_nonfatal and
-aer_dev_correctable (kernel >= 4.19) of every GPU, every fabric NIC and, with
+aer_dev_correctable (kernel >= 4.19; older kernels' long error names such as 'Receiver Error 2' are
+read as the short ones newer kernels print, 'RxErr 2') of every GPU, every fabric NIC and, with
 checks.pcie_aer.bridges = true, the root and PCIe switch ports above them.
 Fatal or non-fatal (uncorrectable) errors: completion timeouts, surprise link
 down, poisoned or malformed TLPs. The transaction was lost; the device usually

@@ -123,23 +123,43 @@ class AerCounts:
         return ", ".join(f"{k} {v}" for k, v in self.counts[kind].items() if v)
 
 
+# Older kernels (the statistics came with 4.19) print each error under the long
+# name of the AER status bit ("Receiver Error 2", "Bad TLP 0"); newer ones print
+# short names ("RxErr 2", "BadTLP 0"). Long names are read as the short ones, so
+# counts and messages mean the same on every kernel (the kernel's ABI document,
+# Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, shows the long ones).
+AER_LONG_NAMES = {
+    "Receiver Error": "RxErr", "Bad TLP": "BadTLP", "Bad DLLP": "BadDLLP", "RELAY_NUM Rollover": "Rollover",
+    "Replay Timer Timeout": "Timeout", "Advisory Non-Fatal": "NonFatalErr", "Corrected Internal Error": "CorrIntErr",
+    "Header Log Overflow": "HeaderOF",
+    "Data Link Protocol": "DLP", "Surprise Down Error": "SDES", "Poisoned TLP": "TLP", "Flow Control Protocol": "FCP",
+    "Completion Timeout": "CmpltTO", "Completer Abort": "CmpltAbrt", "Unexpected Completion": "UnxCmplt",
+    "Receiver Overflow": "RxOF", "Malformed TLP": "MalfTLP", "Unsupported Request": "UnsupReq",
+    "ACS Violation": "ACSViol", "Uncorrectable Internal Error": "UncorrIntErr", "MC Blocked TLP": "BlockedTLP",
+    "AtomicOp Egress Blocked": "AtomicOpBlocked", "TLP Prefix Blocked Error": "TLPBlockedErr",
+}
+
+
 def parse_aer(text: str, path: str) -> tuple[dict[str, int], int]:
     """An aer_dev_{fatal,nonfatal,correctable} file, as drivers/pci/pcie/aer.c
     writes it: one 'Name count' line per error bit, then 'TOTAL_ERR_<KIND> n'.
-    The bit names grow with the kernel (6.x added TLPBlockedErr, ...), so any
-    name is accepted; the total is required."""
+    The name is everything before the count (older kernels' names have spaces,
+    read as the short names of AER_LONG_NAMES). The bit names grow with the
+    kernel (6.x added TLPBlockedErr, ...), so any name is accepted; the total is
+    required."""
     counts: dict[str, int] = {}
     total = None
     for line in text.splitlines():
         if not line.strip():
             continue
-        parts = line.split()
+        parts = line.rsplit(None, 1)
         if len(parts) != 2 or not parts[1].isdigit():
             raise FsError(path, f"expected 'Name count' lines, found {line[:60]!r}")
-        if parts[0].startswith("TOTAL_ERR_"):
+        name = " ".join(parts[0].split())
+        if name.startswith("TOTAL_ERR_"):
             total = int(parts[1])
         else:
-            counts[parts[0]] = int(parts[1])
+            counts[AER_LONG_NAMES.get(name, name)] = int(parts[1])
     if total is None:
         raise FsError(path, "no TOTAL_ERR_* line (truncated AER statistics)")
     return counts, total
