@@ -40,6 +40,7 @@ guard and retest plan.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -56,22 +57,33 @@ MAX_SIZE_BYTES = 1 << 40
 VERDICT_ORDER = ("fail", "retest", "untested", "pass")  # worst first: a node's verdict is its worst key's
 
 
-def topology_of(count: int) -> str:
+def topology_of(count: int, rail: str | None = None) -> str:
+    if rail is not None and count == 2:
+        return "rail"
     return "intra" if count == 1 else "pair" if count == 2 else "group"
 
 
-def make_key(test: str, topology: str, gpu_model: str | None = None) -> str:
+def make_key(test: str, topology: str, qualifier: str | None = None) -> str:
+    """``all_reduce:pair``; intra keys carry the GPU model, rail keys the NIC
+    (``ib_write_bw:rail:mlx5_3``: each rail its own fleet median)."""
     base = f"{test.removesuffix('_perf')}:{topology}"
-    return f"{base}:{gpu_model}" if topology == "intra" and gpu_model else base
+    return f"{base}:{qualifier}" if topology in ("intra", "rail") and qualifier else base
 
 
 def split_key(key: str) -> tuple[str, str, str | None]:
-    """``test:topology[:gpu model]`` -> (test, topology, gpu model or None)."""
+    """``test:topology[:qualifier]`` -> (test, topology, GPU model (intra) or NIC (rail) or None)."""
     test, _, rest = key.partition(":")
     topo, _, model = rest.partition(":")
     return test, topo, model or None
 
 
+
+# Every field a measurement line may carry (task results add problems, log,
+# error and the nccl alias). Anything else is an error, not silently judged
+# as something it is not (a per-rail line read as a node pair).
+KNOWN_FIELDS = frozenset({"nodes", "busbw", "size", "test", "ok", "gpu_model", "nccl_version", "nccl", "task",
+                          "round", "rail", "wrong", "problems", "log", "error"})
+_RAIL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -86,20 +98,21 @@ class Measurement:
     task: int | None = None
     round: int | None = None
     wrong: bool = False  # nccl-tests counted wrong results (#wrong): a test error that may be data corruption
+    rail: str | None = None  # the NIC both ends used (per-rail perftest)
 
     @property
     def topology(self) -> str:
-        return topology_of(len(self.nodes))
+        return topology_of(len(self.nodes), self.rail)
 
     @property
     def kind(self) -> str:
-        """``test:topology`` (without the GPU model)."""
+        """``test:topology`` (without the GPU model or NIC)."""
         return make_key(self.test, self.topology)
 
     @property
     def key(self) -> str:
-        """The measurement key that judges it (intra keys carry the GPU model)."""
-        return make_key(self.test, self.topology, self.gpu_model)
+        """The measurement key that judges it (intra keys carry the GPU model, rail keys the NIC)."""
+        return make_key(self.test, self.topology, self.rail if self.rail is not None else self.gpu_model)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Measurement":
@@ -111,6 +124,10 @@ class Measurement:
             from .gpus import GpuMeasurement
 
             return GpuMeasurement.from_dict(d)  # type: ignore[return-value]
+        unknown = d.keys() - KNOWN_FIELDS
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(sorted(map(str, unknown)))}: "
+                             f"a measurement has {', '.join(sorted(KNOWN_FIELDS))}")
         nodes = d["nodes"]
         check_node_list(nodes)
         if len(nodes) > 1 and len(set(nodes)) != len(nodes):
@@ -137,6 +154,9 @@ class Measurement:
         nccl = d.get("nccl_version", d.get("nccl"))
         if nccl is not None and type(nccl) is not str:
             raise ValueError("'nccl_version' must be a string or null")
+        rail = d.get("rail")
+        if rail is not None and (type(rail) is not str or not _RAIL_NAME.fullmatch(rail) or len(nodes) != 2):
+            raise ValueError("'rail' must be an RDMA device name (mlx5_3) on a measurement of two nodes")
         task, rnd = d.get("task"), d.get("round")
         for name, v in (("task", task), ("round", rnd)):
             if v is not None and type(v) is not int and not (type(v) is str and v.isdigit()):
@@ -146,12 +166,12 @@ class Measurement:
             raise ValueError("'wrong' must be true or false")
         return cls(tuple(nodes), float(busbw) if ok else 0.0, size, test.removesuffix("_perf"), ok,
                    model.strip() or None if model else None, nccl,
-                   int(task) if task is not None else None, int(rnd) if rnd is not None else None, wrong)
+                   int(task) if task is not None else None, int(rnd) if rnd is not None else None, wrong, rail)
 
     def to_dict(self) -> dict:
         out = {"nodes": list(self.nodes), "busbw": self.busbw if self.ok else None, "size": self.size,
                "test": self.test, "ok": self.ok}
-        for name in ("gpu_model", "nccl_version", "task", "round"):
+        for name in ("gpu_model", "nccl_version", "task", "round", "rail"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.wrong:
@@ -199,6 +219,9 @@ class Analysis:
     # "full": the fleet, judged against itself; "requalify": a few nodes and
     # their references, judged against the last full run's medians.
     run_kind: str = "full"
+    # Switches (leaf, block) whose paths are slow: named, none of their nodes drained.
+    suspect_switches: list[str] = field(default_factory=list)
+    switch_findings: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"median": self.median, "threshold": self.threshold, "nodes": self.nodes,
@@ -206,7 +229,8 @@ class Analysis:
                 "would_drain": self.would_drain, "below_baseline": self.below_baseline,
                 "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown,
                 "noise": self.noise, "keys": self.keys, "incomplete_tasks": self.incomplete_tasks,
-                "versions": self.versions, "run_kind": self.run_kind}
+                "versions": self.versions, "run_kind": self.run_kind, "suspect_switches": self.suspect_switches,
+                "switch_findings": self.switch_findings}
 
 
 # -- the one answer to "which median judges this node" -------------------------
@@ -272,12 +296,14 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
 def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[Measurement]:
     """Measurements at the reference size; per key, fall back to the largest size measured."""
     out = []
-    by_shape: dict[tuple[str, int], list[Measurement]] = {}
+    by_shape: dict[tuple[str, int, str | None], list[Measurement]] = {}
     for m in ms:
-        by_shape.setdefault((m.test, min(len(m.nodes), 3)), []).append(m)
-    by_key = {make_key(test, topology_of(n)): items for (test, n), items in by_shape.items()}
+        by_shape.setdefault((m.test, min(len(m.nodes), 3), m.rail), []).append(m)
+    by_key = {make_key(test, topology_of(n, rail), rail): items for (test, n, rail), items in by_shape.items()}
     for kind, items in sorted(by_key.items()):
         at = [m for m in items if m.size == ref]
+        if not at and split_key(kind)[1] == "rail":  # perftest runs at its own size (burnin.rail_bytes)
+            at = [m for m in items if m.size == max(x.size for x in items)]
         if not at:
             biggest = max(m.size for m in items)
             problems.append(f"{kind}: no measurement at reference size {ref}; judged at {biggest} bytes")
@@ -329,18 +355,22 @@ _RANK = {v: i for i, v in enumerate(VERDICT_ORDER)}
 
 def _node_verdict(keys: dict[str, dict], tests: list[str], parts: dict[str, tuple]) -> dict:
     """A node's verdict from its keys' (the worst; per test, no pass without
-    pair evidence), the key that decided it (pair before intra on a tie) and its score."""
+    pair or rail evidence), the key that decided it and its score, and the
+    NICs whose rail key failed."""
     worst = 3  # pass
     for t in tests:
         tv = [_RANK[kv["verdict"]] for k, kv in keys.items() if parts[k][0] == t]
-        if not any(parts[k][0] == t and parts[k][1] == "pair" for k in keys) and 0 not in tv:
+        if not any(parts[k][0] == t and parts[k][1] in ("pair", "rail") for k in keys) and 0 not in tv:
             tv.append(2)  # no pair evidence: untested; intra alone never passes a node
         worst = min(worst, min(tv))
     verdict = VERDICT_ORDER[worst]
     key = None
     if keys and verdict != "untested":
-        key = min(keys, key=lambda k: (_RANK[keys[k]["verdict"]], parts[k][1] != "pair", k))
-    return {"verdict": verdict, "score": keys[key]["score"] if key else None, "key": key}
+        # a failing NIC names the part to replace: rail keys first on a tie, then pair, then intra
+        key = min(keys, key=lambda k: (_RANK[keys[k]["verdict"]], {"rail": 0, "pair": 1}.get(parts[k][1], 2), k))
+    nics = [parts[k][2] for k, kv in keys.items() if parts[k][1] == "rail" and kv["verdict"] == "fail"]
+    return {"verdict": verdict, "score": keys[key]["score"] if key else None, "key": key,
+            "failed_nics": sorted(nics, key=_natural)}
 
 
 def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int) -> list[str]:
@@ -375,12 +405,15 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
 
 def analyze(measurements: list[Measurement], scope: list[str] | None = None, params: Params | None = None,
             baselines: dict[str, dict[str, float]] | None = None,
-            fleet_level: dict[str, float] | None = None, trusted: set[str] | None = None) -> Analysis:
+            fleet_level: dict[str, float] | None = None, trusted: set[str] | None = None,
+            topology=None) -> Analysis:
     """Judge a run. `baselines` maps measurement key -> node -> the node's own
     baseline. `fleet_level` (key -> median of the last full run) is for runs
     that are not a fleet: a requalify's few nodes are judged against the
     fleet's level, never against each other; its `trusted` reference nodes
-    (qualified) are evidence only: never suspects, never judged here."""
+    (qualified) are evidence only: never suspects, never judged here.
+    `topology` (burnin.topology.Topology): which switch each node / NIC hangs
+    off; with it slow switches are named (components.py), not their nodes drained."""
     p = params or Params()
     problems: list[str] = []
     from .gpus import GpuMeasurement
@@ -403,7 +436,7 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     versions: dict[str, set[str]] = {"nccl": set(), "gpu_model": set()}
     key_of: dict[tuple, str] = {}
     for m in valid:
-        shape = (m.test, len(m.nodes), m.gpu_model)
+        shape = (m.test, len(m.nodes), m.gpu_model, m.rail)
         key = key_of.get(shape)
         if key is None:
             key = key_of[shape] = m.key
@@ -416,10 +449,19 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
             versions["nccl"].add(m.nccl_version)
     results: dict[str, KeyResult] = {}
     medians: dict[str, float] = {}
+    findings = []
     for key, ms in sorted(by_key.items()):
-        topo = split_key(key)[1]
-        if topo == "pair":
-            results[key] = judge_pairs(key, ms, p, (fleet_level or {}).get(key), frozenset(trusted or ()))
+        _test, topo, nic = split_key(key)
+        if topo in ("pair", "rail"):
+            level = (fleet_level or {}).get(key)
+            if topology is not None and not level:
+                from .components import attribute
+
+                ms, found = attribute(key, ms, lambda n, nic=nic: topology.leaf_of(n, nic), p)
+                findings += found
+            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()))
+            if topo == "rail":  # a slow route on one rail: the link names the rail
+                results[key].links = [[a, b, nic] for a, b in results[key].links]
         elif topo == "intra":
             results[key] = _judge_single(key, ms, p, (fleet_level or {}).get(key))
         else:
@@ -434,6 +476,11 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     for n in all_nodes:
         keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n]} for k, r in results.items() if n in r.verdicts}
         nodes[n] = {**_node_verdict(keys, tests, parts), "keys": keys}
+        behind = sorted({topology.leaf_of(n, parts[k][2] if parts[k][1] == "rail" else None)
+                         for k in keys for f in findings if f.key == k} - {None} & {f.switch for f in findings}) \
+            if findings else []
+        if behind:
+            nodes[n]["behind_suspect_switch"] = behind
         if n in models:
             nodes[n]["gpu_model"] = models[n]
     # The retest budget decides nodes only in a run that drains: when the
@@ -496,5 +543,22 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
                 for k, r in results.items()}
     keys_out.update(gpu_keys)
     noise.update({k: v["noise"] for k, v in gpu_keys.items()})
+    switches = sorted({f.switch for f in findings})
+    for f in findings:
+        problems.append(f"suspect switch {f.switch} ({f.key}): {'pairs leaving it' if f.kind == 'uplinks' else 'pairs through it'} "
+                        f"at {f.factor:.0%} of the fleet over {f.nodes} nodes; none of its nodes drained for it")
     return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
-                    problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()})
+                    problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()},
+                    suspect_switches=switches, switch_findings=[f.to_dict() for f in findings])
+
+
+def _natural(name: str) -> tuple:
+    """mlx5_2 before mlx5_10."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def rail_number(analysis: dict, nic: str) -> int:
+    """Rail N: the N-th NIC (natural order) among the rails this run measured."""
+    rails = sorted({split_key(k)[2] for k in analysis.get("median") or {} if split_key(k)[1] == "rail"} - {None},
+                   key=_natural)
+    return rails.index(nic) if nic in rails else -1

@@ -218,38 +218,26 @@ def load_jsonl(path: str) -> list[dict]:
     return out
 
 
-def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str, dict[str, float]]) -> Analysis:
-    return analyze([Measurement.from_dict(d) for d in raw], scope, params(config["burnin"]), baselines)
+def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str, dict[str, float]],
+          topology=None) -> Analysis:
+    return analyze([Measurement.from_dict(d) for d in raw], scope, params(config["burnin"]), baselines,
+                   topology=topology)
 
 
 def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
     """Drain failing nodes with our reason, never over someone else's drain."""
     from ..policy import may_drain
     from ..slurm import SlurmError
-    from ..slurm import reason as reasons
 
     if not analysis.drain:
         return []
     info = {n.name: n for n in adapter.node_info()}
-    from .analyze import median_for
-
     whole = analysis.to_dict()
     done = []
     for node in analysis.drain:
         i = info.get(node)
         score = analysis.nodes[node]["score"]
-        key, median = median_for(whole, node)  # the one answer to "which median judged it"
-        v = analysis.nodes[node]
-        if v.get("corruption"):
-            why = f"data corruption: nccl-tests wrong results with {','.join(v['corruption'])}"
-        elif v.get("gpu") and v["gpu"].get("key") == key:
-            from .gpus import drain_reason
-
-            why = drain_reason(v["gpu"], analysis.threshold)
-        else:
-            what = "busbw" if key in (None, "all_reduce:pair") else " ".join(key.split(":")[:2]) + " busbw"
-            why = f"{what} {score:.1f} GB/s < {analysis.threshold:.0%} of median {median or 0:.1f}"
-        reason = reasons.make("burnin", why)
+        reason = drain_reason(whole, node, score)
         decision = may_drain(i, reason, "burnin")  # the shared ownership rules (slurmqual/policy.py)
         if not decision:
             if decision.noop:
@@ -265,6 +253,34 @@ def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
         except SlurmError as exc:
             log(f"{node}: could not drain: {exc}")
     return done
+
+
+def drain_reason(analysis: dict, node: str, score: float) -> str:
+    """The burn-in's drain reason: the NIC to replace when a rail failed
+    (``mlx5_3 (rail 3) 180 Gb/s < 90% of median 392``), else the key's busbw."""
+    from ..slurm import reason as reasons
+    from .analyze import make_key, median_for, rail_number, split_key
+
+    threshold = analysis["threshold"]
+    v = analysis["nodes"][node]
+    nics = v.get("failed_nics") or []
+    if v.get("corruption"):
+        return reasons.make("burnin", f"data corruption: nccl-tests wrong results with {','.join(v['corruption'])}")
+    if nics:
+        rail_keys = {split_key(k)[2]: k for k in v["keys"] if split_key(k)[1] == "rail"}
+        nic = nics[0]
+        key = rail_keys.get(nic) or make_key("ib_write_bw", "rail", nic)
+        got = v["keys"].get(key, {}).get("score")
+        med = (analysis.get("median") or {}).get(key) or 0
+        return reasons.make("burnin", f"{nic} (rail {rail_number(analysis, nic)}) {got or 0:.0f} Gb/s < "
+                            f"{threshold:.0%} of median {med:.0f}", nics[1:])
+    key, median = median_for(analysis, node)  # the one answer to "which median judged it"
+    if v.get("gpu") and v["gpu"].get("key") == key:
+        from .gpus import drain_reason as gpu_reason
+
+        return reasons.make("burnin", gpu_reason(v["gpu"], threshold))
+    what = "busbw" if key in (None, "all_reduce:pair") else " ".join(key.split(":")[:2]) + " busbw"
+    return reasons.make("burnin", f"{what} {score:.1f} GB/s < {threshold:.0%} of median {median or 0:.1f}")
 
 
 def with_host_versions(config, versions: dict[str, dict]) -> dict[str, dict]:

@@ -118,6 +118,16 @@ def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, ta
     return out
 
 
+def _run_problems(parsed: list[str], err: str | None, rc: int | None) -> list[str]:
+    """A run's problems: how it ended (could not start, timed out, exit code) first."""
+    problems = list(parsed)
+    if err:
+        problems.insert(0, err)
+    elif rc:
+        problems.insert(0, f"exit code {rc}")
+    return problems
+
+
 def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | None, rc: int | None,
                  task: int | None = None, round_: int | None = None) -> dict:
     json_path = log[:-4] + ".json"
@@ -127,11 +137,7 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
         from .parse import Result
 
         result = Result(ok=False, problems=[f"unreadable log: {exc.strerror}"])
-    problems = list(result.problems)
-    if err:
-        problems.insert(0, err)
-    elif rc:
-        problems.insert(0, f"exit code {rc}")
+    problems = _run_problems(result.problems, err, rc)
     size = cfg["reference_size"]
     busbw = result.busbw_at(size)
     if busbw is None and result.rows:
@@ -148,6 +154,79 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
            "problems": problems, "log": os.path.basename(log), "nccl": result.nccl_version}
     if not ok:
         out["error"] = "; ".join(problems)[:300] or "no bus bandwidth at any size"
+    return out
+
+
+def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
+                   task: int | None = None, round_: int | None = None) -> list[dict]:
+    """Per-rail perftest over disjoint pairs: for every pair and every rail a
+    server step on the first node and a client step on the second, all at
+    once (rail N on its own port). The client's log is judged; the servers
+    are stopped once their clients are done."""
+    import signal
+
+    from . import perftest
+
+    timeout = seconds(cfg["test_time_limit"]) + 30
+    servers: list = []
+    clients: list = []
+    for side, into in (("server", servers), ("client", clients)):
+        if side == "client" and cfg["rail_server_wait_s"]:
+            time.sleep(cfg["rail_server_wait_s"])  # every server listening before the first client
+        for a, b in pairs:
+            for i, rail in enumerate(cfg["rails"]):
+                log = os.path.join(log_dir, f"{tag}-rail-{rail}-{a}-{b}.{side}.log")
+                argv = perftest.server_argv(cfg, rail, i, a) if side == "server" else \
+                    perftest.client_argv(cfg, rail, i, a, b)
+                try:
+                    proc, fh = _start(argv, log)
+                except OSError as exc:
+                    into.append(((a, b), rail, None, None, log, f"could not start: {exc}"))
+                    continue
+                into.append(((a, b), rail, proc, fh, log, None))
+    deadline = time.monotonic() + timeout
+    out = []
+    for (a, b), rail, proc, fh, log, err in clients:
+        rc = None
+        if proc is not None:
+            try:
+                rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                err = f"timed out after {timeout}s"
+            fh.close()
+        out.append(_rail_measurement(cfg, [a, b], rail, log, err, rc, task, round_))
+    for _pair, _rail, proc, fh, _log, _err in servers:
+        if proc is not None:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            fh.close()
+    return out
+
+
+def _rail_measurement(cfg: dict, nodes: list[str], rail: str, log: str, err: str | None, rc: int | None,
+                      task: int | None, round_: int | None) -> dict:
+    from .perftest import PerftestResult, parse as parse_perftest
+
+    try:
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            result = parse_perftest(fh.read(16 << 20))
+    except OSError as exc:
+        result = PerftestResult(ok=False, problems=[f"unreadable log: {exc.strerror}"])
+    problems = _run_problems(result.problems, err, rc)
+    if result.ok and result.device and result.device != rail:
+        problems.append(f"output is of device {result.device}, not {rail}")
+    at = result.gbps(cfg["rail_bytes"])
+    ok = result.ok and not problems and at is not None
+    out = {"nodes": nodes, "busbw": at[1] if ok else None, "size": at[0] if at else cfg["rail_bytes"],
+           "test": result.test or "ib_write_bw", "rail": rail, "ok": ok, "task": task, "round": round_,
+           "problems": problems, "log": os.path.basename(log)}
+    if not ok:
+        out["error"] = "; ".join(problems)[:300] or "no bandwidth in the output"
     return out
 
 
@@ -194,6 +273,9 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
             add(run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}", task, r))
         if cfg["all_node_run"] and len(nodes) > 2:
             add(run_batch(cfg, test, [nodes], log_dir, "group", task))
+    if cfg.get("rails"):  # per-rail NIC tests: the same pairs, every rail at once
+        for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):
+            add(run_rail_batch(cfg, [list(p) for p in pairs], log_dir, f"round{r}", task, r))
     result["finished"] = time.time()
     result["complete"] = True
     return result

@@ -31,6 +31,8 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     a.add_argument("--measurements", default=None, help="JSONL: one {nodes,busbw,size,test,ok} or per-GPU {nodes,gpu,test,value,unit,errors} per line")
     a.add_argument("--json", action="store_true")
     a.add_argument("--dry-run", action="store_true", help="judge only: no drain, no store")
+    a.add_argument("--topology", default=None, metavar="FILE",
+                   help="topology.conf, topology.yaml or fabric map CSV (default: burnin.topology)")
     a.add_argument("--config", default=None)
     a = sub.add_parser("task", help="(inside the job array) run this task's tests")
     a.add_argument("run")
@@ -213,9 +215,15 @@ def _summary(a: dict) -> str:
         if v["verdict"] != "pass":
             key, m = median_for(a, n)
             vs = f" = {v['score'] / m:.0%} of the {key} median" if v["score"] is not None and m else ""
-            lines.append(f"  {n}: {v['verdict']} score {v['score']}{vs}")
+            nics = f"; failed NIC(s) {','.join(v['failed_nics'])}" if v.get("failed_nics") else ""
+            lines.append(f"  {n}: {v['verdict']} score {v['score']}{vs}{nics}")
     for link in a["suspect_links"]:
-        lines.append(f"  suspect link {link[0]} <-> {link[1]} (drains nothing)")
+        on = f" on {link[2]}" if len(link) > 2 else ""
+        lines.append(f"  suspect link {link[0]} <-> {link[1]}{on} (a cable or route: drains nothing)")
+    for f in a.get("switch_findings", []):
+        what = "pairs leaving it (uplinks)" if f["kind"] == "uplinks" else "every path through it"
+        lines.append(f"  SUSPECT SWITCH {f['switch']} ({f['key']}): {what} at {f['factor']:.0%} of the fleet, "
+                     f"{f['nodes']} nodes behind it; none drained for it")
     if a["guard_tripped"]:
         lines.append(f"  GUARD TRIPPED: would drain {','.join(a.get('would_drain', []))}; drained none: "
                      "suspect a fabric-wide problem")
@@ -300,7 +308,13 @@ def _analyze(args, config) -> int:
         if not level:
             analysis.problems.append("requalify without an earlier full burn-in: nodes judged against each other")
     else:
-        analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config))
+        from ..burnin.topology import TopologyError, from_config
+
+        try:
+            topology = from_config(args.topology or config["burnin"].get("topology"))
+        except TopologyError as exc:
+            raise runner.BurninError(f"topology: {exc}") from None
+        analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config), topology)
     if run_dir:
         analysis.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
         analysis.problems += [f"task {t} did not finish: its untested nodes are reported untested"
@@ -324,7 +338,19 @@ def _analyze(args, config) -> int:
         except Exception as exc:  # noqa: BLE001
             print(f"slurmqual: could not write metrics: {exc}", file=sys.stderr)
     print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
-    return 3 if analysis.guard_tripped or analysis.fleet_slowdown else 0
+    return exit_code(analysis.to_dict())
+
+
+# `burnin analyze` exit codes: 0 judged (nodes drained or not), 2 bad input,
+# 3 the blast-radius guard or a fleet-wide slowdown held the drains,
+# 4 a switch, not nodes: suspect switches named (their nodes not drained).
+EXIT_GUARD, EXIT_SWITCH = 3, 4
+
+
+def exit_code(a: dict) -> int:
+    if a.get("guard_tripped") or a.get("fleet_slowdown"):
+        return EXIT_GUARD
+    return EXIT_SWITCH if a.get("suspect_switches") else 0
 
 
 def _task(args, config) -> int:
