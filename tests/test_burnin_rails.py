@@ -160,8 +160,8 @@ def test_slow_route_on_one_rail_between_good_nics_is_a_link(tmp_path):
 def test_slow_leaf_is_named_and_none_of_its_nodes_drained(tmp_path, model, kind):
     model = {**model, "leaf": {n: f"leaf{i // 4}" for i, n in enumerate(NODES)}}
     raw = fake_run(tmp_path, model)
-    plain = judge(raw)  # without a topology its nodes look slow
-    assert {"n04", "n05", "n06", "n07"} & set(plain["would_drain"]) or {"n08", "n09"} & set(plain["would_drain"])
+    plain = judge(raw)  # without a topology no switch can be named: its nodes look slow
+    assert plain["suspect_switches"] == [] and any(v["verdict"] != "pass" for v in plain["nodes"].values())
     a = judge(raw, leaves())
     slow = next(iter(model["switches"]))
     assert a["suspect_switches"] == [slow]
