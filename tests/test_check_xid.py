@@ -11,7 +11,7 @@ import pytest
 
 from nodes import FULL, check, config, context, tree
 from slurmqual.checks import REGISTRY, run_one
-from slurmqual.checks.xid import CATALOG, classify
+from slurmqual.checks.xid import CATALOG, RECOVERY, classify, stated_recovery
 from slurmqual.fsroot import FsRoot
 from slurmqual.nodetree import add_kmsg, record_output
 from slurmqual.probe import kmsg
@@ -146,6 +146,77 @@ def test_catalog_classification():
     custom = dict(CFG, ignore=[79], drain=[13], unknown="ignore")
     assert (classify(79, "", custom), classify(13, "", custom), classify(999, "", custom)) == ("ok", "fail", "ok")
     assert all(CATALOG[x][2] for x in CATALOG)
+
+
+def kernel_lines(name: str, after: str) -> list[str]:
+    """The message part of each line of a real log excerpt (after its prefix)."""
+    return [line.split(after, 1)[1] for line in real(name).splitlines() if "NVRM: Xid" in line]
+
+
+def test_real_contained_xid94_saying_no_reset_warns_and_does_not_drain(tmp_path):
+    lines = kernel_lines("dmesg_xid48_xid63_xid94_contained_RST_No_drv550.90.07_EXCERPT.txt", "] ")
+    root = tree(tmp_path)
+    add_kmsg(root, lines[2], 86000)                  # 94 'Contained: SM (0x1). RST: No, D-RST: No'
+    r = xid(root)
+    assert r.status is Status.WARN and r.devices == ["0000:52:00"]
+    assert "Xid 94 on GPU 0000:52:00" in r.message and "[the driver states: no reset needed]" in r.message
+    assert r.hint == "GPU 0000:52:00: no reset needed (the driver says so); watch for a repeat"
+    add_kmsg(root, lines[0], 85990)                  # the same event's DBE and pending remap: these drain
+    add_kmsg(root, lines[1], 85995)
+    r = xid(root)
+    assert r.status is Status.FAIL and "Xid 48 on GPU 0000:52:00" in r.message and "Xid 63" in r.message
+    assert r.message.index("Xid 94") > r.message.index("Xid 63")   # listed with the warnings, after the failures
+
+
+def test_real_xid154_states_the_recovery_the_hint_follows(tmp_path):
+    cases = [("journalctl_k_xid48_171_63_xid154_drain_and_reset_EXCERPT.txt", "kernel: ", "0000:55:00",
+              "drain and reset", "drain the GPU, then reset it (nvidia-smi -r -i <gpu>) or reboot"),
+             ("talos_kern_gsp_rpc_timeout_xid154_gpu_reset_required_issue446_EXCERPT.txt", "]: ", "0000:0b:00",
+              "GPU reset required", "reset the GPU (nvidia-smi -r -i <gpu>) or reboot"),
+             ("nvrm_xid79_xid154_os_reboot_EXCERPT.txt", "NVRM: Xid", "0000:01:00",
+              "node reboot required", "reboot the node")]
+    for n, (name, after, pci, said, action) in enumerate(cases):
+        root = tree(tmp_path, name=f"n{n}")
+        for i, message in enumerate(kernel_lines(name, after)):
+            add_kmsg(root, message if message.startswith("NVRM") else "NVRM: Xid" + message, 86000 + i)
+        r = xid(root)
+        assert r.status is Status.FAIL, name
+        assert f"Xid 154 on GPU {pci}" in r.message and f"[the driver states: {said}]" in r.message, r.message
+        assert f"GPU {pci}: {action}" in r.hint.split("; "), r.hint
+
+
+def test_real_mig_attributed_xid_is_read_and_uncontained_reset_fails(tmp_path):
+    lines = real("nvrm_xid94_95_contained_uncontained_mig_driver_source_comment.txt").splitlines()
+    root = tree(tmp_path)
+    add_kmsg(root, lines[0], 86000)                  # '(PCI:0000:01:00 GPU-I:05): 94, ... RST: No, D-RST: No'
+    r = xid(root)
+    assert r.status is Status.WARN and "Xid 94 on GPU 0000:01:00" in r.message
+    add_kmsg(root, lines[2], 86100)                  # 95 'Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No'
+    r = xid(root)
+    assert r.status is Status.FAIL and "Xid 95 on GPU 0000:01:00" in r.message and "GPU reset required" in r.message
+
+
+def test_stated_recovery_of_every_real_line_and_its_precedence():
+    said = {}
+    for name, after in (("dmesg_xid48_xid63_xid94_contained_RST_No_drv550.90.07_EXCERPT.txt", "NVRM: "),
+                        ("journalctl_k_xid48_171_63_xid154_drain_and_reset_EXCERPT.txt", "NVRM: "),
+                        ("talos_kern_gsp_rpc_timeout_xid154_gpu_reset_required_issue446_EXCERPT.txt", "NVRM: "),
+                        ("nvrm_xid79_xid154_os_reboot_EXCERPT.txt", "NVRM: "),
+                        ("nvrm_xid94_95_contained_uncontained_mig_driver_source_comment.txt", "NVRM: "),
+                        ("dmesg_ctime_xid13_xid109_H100_gpud_pr46.txt", "NVRM: ")):
+        for message in kernel_lines(name, after):
+            said[message.split("): ", 1)[1][:60]] = stated_recovery(message)
+    stated = {k: v for k, v in said.items() if v}
+    assert sorted(stated.values()) == ["drain_and_reset", "none", "none", "none", "reboot", "reset", "reset"]
+    assert all(v is None for k, v in said.items() if not k.startswith(("94", "95", "154")))
+    assert set(RECOVERY) >= set(stated.values())
+    # What the message says beats the catalog both ways; an ignored Xid stays ignored.
+    rst_yes = "pid=7062, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No"
+    assert classify(999, rst_yes, dict(CFG, unknown="ignore")) == "fail"
+    assert classify(94, "pid=7062, Contained: CE User Channel (0x9). RST: No, D-RST: No", CFG) == "warn"
+    assert classify(95, rst_yes, dict(CFG, ignore=[95])) == "ok"
+    assert stated_recovery("GPU recovery action changed from 0x0 (None) to 0x3") == "drain_p2p"   # label left out
+    assert stated_recovery("GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)") == "none"
 
 
 def test_this_machines_dev_kmsg_is_read_without_blocking():

@@ -46,7 +46,9 @@ CATALOG: dict[int, tuple[str, str, str]] = {
        for x in range(144, 151)},
 }
 
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\): (\d+),?\s*(.*)")
+# 'NVRM: Xid (PCI:0000:3b:00): 79, ...'; with MIG the driver adds the GPU instance: '(PCI:0000:01:00 GPU-I:05)'.
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?(?: GPU-I:\d+)?\): "
+                  r"(\d+),?\s*(.*)")
 _FALLEN = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
                      r".*fallen off the bus", re.S)
 
@@ -80,6 +82,13 @@ the bus' report, and classifies them by NVIDIA's Xid catalog:
 - hardware/driver faults (48, 61-64, 74, 79, 92, 94, 95, 119, 120, 140, 154, plus
   checks.xid.drain): fail, with the catalog's recommended action as the hint;
 - NVLink Xids 144-150 fail when the message says Fatal, warn otherwise;
+- what the message itself states overrides the catalog: Xid 154 'GPU recovery
+  action changed from 0x0 (None) to 0x1 (GPU Reset Required)' (or Node Reboot
+  Required, Drain and Reset, Drain P2P) and 'RST: Yes' / 'D-RST: Yes' (Xid 94/95,
+  error containment) fail with that recovery as the hint; 'RST: No, D-RST: No'
+  (a contained error the driver says needs no reset) warns instead of draining;
+  the message names it as '[the driver states: ...]'. MIG-attributed lines
+  ('(PCI:0000:01:00 GPU-I:05): 94, ...') count for the GPU;
 - Xids not in the catalog: checks.xid.unknown ("warn", "fail" or "ignore");
   checks.xid.ignore lists Xids never judged.
 Each record is read once (a boot id + sequence cursor in <hooks.state_dir>/xid/);
@@ -91,13 +100,59 @@ Fix: the catalog action in the hint: reset the GPU, reboot, reseat, RMA.""",
 )
 
 
+# The recovery a message itself states (newer drivers): Xid 154 names the action it
+# changed to ('... changed from 0x0 (None) to 0x4 (Drain and Reset)'); error-containment
+# Xids (94, 95, ...) end with 'RST: Yes|No, D-RST: Yes|No' (GPU reset required / drain
+# and reset). Stated value -> (what the message says, the action for the hint).
+RECOVERY: dict[str, tuple[str, str]] = {
+    "none": ("no reset needed", ""),
+    "reset": ("GPU reset required", "reset the GPU (nvidia-smi -r -i <gpu>) or reboot"),
+    "drain_and_reset": ("drain and reset", "drain the GPU, then reset it (nvidia-smi -r -i <gpu>) or reboot"),
+    "drain_p2p": ("drain peer-to-peer traffic", "drain the GPU's peer-to-peer (NVLink/PCIe P2P) work, then reset it"),
+    "reboot": ("node reboot required", "reboot the node"),
+}
+# Xid 154 labels as drivers print them (R550+ NVML names; some branches print
+# 'OS Reboot' or 'PF FLR'), and the NVML codes for a label we do not know.
+_ACTION_LABELS = {"none": "none", "gpu reset required": "reset", "pf flr": "reset", "reset": "reset",
+                  "node reboot required": "reboot", "os reboot": "reboot", "reboot": "reboot",
+                  "drain p2p": "drain_p2p", "drain and reset": "drain_and_reset"}
+_ACTION_CODES = {0: "none", 1: "reset", 2: "reboot", 3: "drain_p2p", 4: "drain_and_reset"}
+_CHANGED_TO = re.compile(r"recovery action changed from .*? to 0x([0-9A-Fa-f]+)(?: \(([^)]*)\))?")
+_RST = re.compile(r"\bRST: (Yes|No),\s*D-RST: (Yes|No)")
+
+
+def stated_recovery(text: str) -> str | None:
+    """The recovery the message itself states (a key of RECOVERY), or None
+    when it states none (older drivers, most Xids: the catalog decides)."""
+    m = _CHANGED_TO.search(text)
+    if m:
+        label = (m.group(2) or "").strip().lower()
+        return _ACTION_LABELS.get(label) or _ACTION_CODES.get(int(m.group(1), 16))
+    m = _RST.search(text)
+    if m:
+        return "reset" if m.group(1) == "Yes" else "drain_and_reset" if m.group(2) == "Yes" else "none"
+    lower = text.lower()
+    if "drain and reset recommended" in lower:
+        return "drain_and_reset"
+    if "gpu reset required" in lower:
+        return "reset"
+    return None
+
+
 def classify(xid: int, text: str, cfg: dict) -> str:
-    """'fail', 'warn' or 'ok' for one event."""
+    """'fail', 'warn' or 'ok' for one event. What the message itself states
+    overrides the catalog: a recovery (reset, drain, reboot) fails; 'RST: No,
+    D-RST: No' (or a recovery action back to None) warns instead of draining."""
     if xid in cfg["ignore"]:
         return "ok"
     if xid in cfg["drain"]:
         return "fail"
     kind = CATALOG.get(xid, ("unknown",))[0]
+    stated = stated_recovery(text)
+    if stated == "none":
+        return "ok" if kind == "app" else "warn"
+    if stated is not None:
+        return "fail"
     if kind == "app":
         return "ok"
     if kind == "hw":
@@ -113,12 +168,18 @@ def events_in(messages) -> list[tuple[float, int, str, str]]:
     for rec in messages:
         m = _XID.search(rec.message)
         if m:
-            out.append((rec.time, int(m.group(2)), _pci(m.group(1)), m.group(3).strip()[:200]))
+            out.append((rec.time, int(m.group(2)), _pci(m.group(1)), _clip(m.group(3).strip())))
             continue
         m = _FALLEN.search(rec.message)
         if m:
             out.append((rec.time, 79, _pci(m.group(1)), "GPU has fallen off the bus (no Xid line)"))
     return out
+
+
+def _clip(text: str) -> str:
+    """At most 200 characters kept per event, its end included: the recovery the
+    driver states ('RST: Yes, D-RST: No') closes the message."""
+    return text if len(text) <= 200 else f"{text[:150]} ... {text[-45:]}"
 
 
 def _pci(text: str) -> str:
@@ -135,9 +196,11 @@ def judge(events: list[tuple[float, int, str, str]], now: float, cfg: dict) -> C
     for (xid, pci), hits in sorted(groups.items()):
         verdict = classify(xid, hits[-1][1], cfg)
         what = CATALOG.get(xid, ("", "Xid not in the catalog", ""))[1]
+        stated = stated_recovery(hits[-1][1])
         ago = (now - hits[-1][0]) / 60
         line = (f"Xid {xid} on GPU {pci} ({len(hits)}x, last {_ago(ago)} ago): {what}"
-                + (f": {hits[-1][1]}" if hits[-1][1] and xid not in (13, 31, 43) else ""))
+                + (f": {hits[-1][1]}" if hits[-1][1] and xid not in (13, 31, 43) else "")
+                + (f" [the driver states: {RECOVERY[stated][0]}]" if stated else ""))
         if verdict == "fail":
             failed.append(line)
         elif verdict == "warn":
@@ -146,8 +209,10 @@ def judge(events: list[tuple[float, int, str, str]], now: float, cfg: dict) -> C
             apps.append(f"Xid {xid} on {pci} x{len(hits)}")
             continue
         devices.append(pci)
-        action = CATALOG.get(xid, ("", "", "investigate the Xid (nvidia-smi -q, dmesg), reset the GPU or reboot"))[2]
-        hints.append(f"GPU {pci}: {action}")
+        action = (RECOVERY[stated][1] if stated and stated != "none" else
+                  CATALOG.get(xid, ("", "", "investigate the Xid (nvidia-smi -q, dmesg), reset the GPU or reboot"))[2])
+        hints.append(f"GPU {pci}: {action}" if stated != "none" else
+                     f"GPU {pci}: no reset needed (the driver says so); watch for a repeat")
     note = f" (application errors, not drained: {', '.join(apps)})" if apps else ""
     if failed:
         return CheckResult(NAME, Status.FAIL, "; ".join(failed + warned) + note, devices, "; ".join(hints))
