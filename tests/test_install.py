@@ -200,7 +200,60 @@ def test_check_finds_hook_pointing_elsewhere_and_short_timeout(tmp_path):
     open(node.slurm_conf, "w").write(text)
     out = node.check("--no-hook-run").stdout
     assert "PROBLEM  slurm.conf Epilog: Epilog=/etc/slurm/epilog.sh, not slurmqual's epilog hook" in out
-    assert "PROBLEM  slurm.conf PrologEpilogTimeout: 20s is not above the hooks' deadline (40s" in out
+    assert "PROBLEM  slurm.conf prolog timeout: 20s (PrologEpilogTimeout) is not above the hooks' deadline (40s" in out
+
+
+def edit_conf(node, **keys) -> None:
+    """Set (value) or remove (None) slurm.conf keys of an installed node."""
+    lines = [ln for ln in open(node.slurm_conf).read().splitlines() if ln.split("=", 1)[0] not in keys]
+    open(node.slurm_conf, "w").write("\n".join(lines + [f"{k}={v}" for k, v in keys.items() if v is not None]) + "\n")
+
+
+@pytest.mark.parametrize("version,keys,want", [
+    ("24.11", {"PrologEpilogTimeout": "20"}, "prolog timeout: 20s (PrologEpilogTimeout) is not above"),
+    ("26.05", {"PrologTimeout": "20"}, "prolog timeout: 20s (PrologTimeout) is not above"),
+    ("25.05", {"EpilogTimeout": "35"}, "epilog timeout: 35s (EpilogTimeout) is not above"),
+    ("24.11", {"PrologTimeout": "300"}, "prologtimeout: Slurm 24.11 does not know this key (it is 25.05+)"),
+    ("26.05", {"HealthCheckTimeout": "30"}, "healthcheck timeout: 30s (HealthCheckTimeout) is not above"),
+    ("25.11", {"HealthCheckTimeout": "300"}, "healthchecktimeout: Slurm 25.11 does not know this key (it is 26.05+)"),
+    ("25.11", {"HealthCheckNodeState": "REBOOT_ONLY"}, "REBOOT_ONLY is 26.05+, not known to Slurm 25.11"),
+    ("25.11", {"HealthCheckNodeState": "START_ONLY"}, "START_ONLY stops the periodic health checks"),
+    ("26.05", {"HealthCheckNodeState": "REBOOT_ONLY"}, "REBOOT_ONLY stops the periodic health checks"),
+])
+def test_check_knows_each_slurm_versions_hook_settings(tmp_path, version, keys, want):
+    node = installed(tmp_path)
+    edit_conf(node, **keys)
+    proc = node.check("--no-hook-run", "--slurm-version", version)
+    assert proc.returncode == 1 and any(want in p for p in problems(proc.stdout)), proc.stdout
+
+
+@pytest.mark.parametrize("version,keys", [
+    ("22.05", {}), ("26.05", {}),
+    ("26.05", {"PrologEpilogTimeout": "20", "PrologTimeout": "120", "EpilogTimeout": "120"}),  # both overridden
+    ("26.05", {"HealthCheckTimeout": "0"}),    # 0 is reset to the default 60 s
+])
+def test_check_accepts_settings_that_outlast_the_hooks(tmp_path, version, keys):
+    node = installed(tmp_path)
+    edit_conf(node, **keys)
+    proc = node.check("--no-hook-run", "--slurm-version", version)
+    assert problems(proc.stdout) == [] and proc.returncode == 0, proc.stdout
+    assert "ok       slurm.conf prolog timeout:" in proc.stdout
+
+
+def test_reboot_program_is_needed_only_when_the_ladder_may_reboot():
+    from slurmqual import slurmconf
+    from slurmqual.commands.install import ladder_may_reboot
+    from slurmqual.config import Config
+
+    def problems_of(conf, may):
+        return [w for ok, w, _d, _f in slurmconf.findings(conf, (26, 5), 40.0, may) if not ok]
+
+    assert problems_of({}, True) == ["slurm.conf RebootProgram"]
+    assert problems_of({"rebootprogram": "/usr/sbin/reboot"}, True) == [] and problems_of({}, False) == []
+    assert ladder_may_reboot(Config({"remediation": {"enabled": True}}, None))
+    assert not ladder_may_reboot(Config({"remediation": {"enabled": True, "xid": {"79": "drain"}}}, None))
+    assert ladder_may_reboot(Config({"remediation": {"enabled": True, "checks": {"gpu_count": "reboot"}}}, None))
+    assert not ladder_may_reboot(Config({}, None))
 
 
 def test_check_follows_include_lines(tmp_path):

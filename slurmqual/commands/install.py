@@ -30,6 +30,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import slurmconf
+from ..slurmconf import items
+
 DEFAULT_PREFIX = "/opt/slurmqual"
 CONFIG_PATH = "/etc/slurmqual/config.toml"
 CACHE_DIR = "/var/cache/slurmqual"  # config._cache_dir() as root
@@ -53,6 +56,8 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--python", default=None,
                    help="python the wrappers run, as the node sees it (default: the python running this command)")
     p.add_argument("--slurm-conf", default=None, help="slurm.conf to check (default: slurm.slurm_conf, then /etc/slurm/slurm.conf)")
+    p.add_argument("--slurm-version", default=None, metavar="X.Y",
+                   help="--check: judge slurm.conf as this Slurm reads it (default: `scontrol -V` of slurm.bin_dir)")
     p.add_argument("--config", default=CONFIG_PATH,
                    help="site config the hooks read (default %(default)s; another path is exported by the wrappers)")
     p.add_argument("--cache-dir", default=CACHE_DIR, help="validated-config cache of the hooks (default %(default)s)")
@@ -395,40 +400,6 @@ def _check_path(findings: list[Finding], root: str, node_path: str, what: str, w
     return True
 
 
-def parse_slurm_conf(path: str, seen: set[str] | None = None) -> dict[str, str]:
-    """Key=Value pairs of a slurm.conf (keys lower-cased; later lines win),
-    following Include lines. Node/partition lines are skipped."""
-    import glob
-
-    seen = set() if seen is None else seen
-    real = os.path.realpath(path)
-    if real in seen:
-        return {}
-    seen.add(real)
-    out: dict[str, str] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for raw in fh:
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            if line.lower().startswith("include ") or line.lower().startswith("include\t"):
-                target = line.split(None, 1)[1].strip()
-                if not os.path.isabs(target):
-                    target = os.path.join(os.path.dirname(path), target)
-                for inc in sorted(glob.glob(target)):
-                    out.update(parse_slurm_conf(inc, seen))
-                continue
-            key, sep, value = line.partition("=")
-            if not sep or key.strip().lower() in ("nodename", "partitionname", "nodeset", "downnodes", "frontendname"):
-                continue
-            out[key.strip().lower()] = value.strip()
-    return out
-
-
-def _items(value: str) -> set[str]:
-    return {v.strip().lower() for v in value.split(",") if v.strip()}
-
-
 def _find_slurm_conf(root: str, explicit: str | None, config) -> str | None:
     if explicit:
         return explicit
@@ -442,7 +413,40 @@ def _find_slurm_conf(root: str, explicit: str | None, config) -> str | None:
     return None
 
 
-def _check_slurm_conf(findings: list[Finding], root: str, prefix: str, conf_path: str | None, config) -> dict[str, str]:
+def ladder_may_reboot(config) -> bool:
+    """Whether the remediation ladder ([remediation], when enabled) may run
+    `scontrol reboot`: its defaults reboot for a GPU off the bus, so unless
+    every action is overridden to something else."""
+    rem = config.data.get("remediation") or {}
+    if not rem.get("enabled"):
+        return False
+    overrides = [*(rem.get("checks") or {}).values(), *(rem.get("xid") or {}).values()]
+    return "reboot" in overrides or not overrides
+
+
+def _installed_slurm(config) -> tuple[int, int] | None:
+    """(major, minor) of the Slurm this node runs (`scontrol -V`), None when unknown."""
+    from ..slurm import SlurmError
+    from ..slurm.cli import CliAdapter
+
+    slurm = config["slurm"]
+    try:
+        v = CliAdapter(slurm["bin_dir"], slurm["timeout_s"], 1, slurm_conf=slurm["slurm_conf"]).version
+    except (SlurmError, OSError):
+        return None
+    return (v.major, v.minor)
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """--slurm-version "24.11" -> (24, 11)."""
+    major, dot, minor = text.partition(".")
+    if not (major.isdigit() and dot and minor.split(".")[0].isdigit()):
+        raise ValueError(f"--slurm-version {text!r}: expected X.Y, e.g. 24.11")
+    return int(major), int(minor.split(".")[0])
+
+
+def _check_slurm_conf(findings: list[Finding], root: str, prefix: str, conf_path: str | None, config,
+                      slurm_version: tuple[int, int] | None = None) -> dict[str, str]:
     snippet = {}
     for raw in snippet_text(prefix).splitlines():
         line = raw.split("#", 1)[0].strip()
@@ -454,7 +458,7 @@ def _check_slurm_conf(findings: list[Finding], root: str, prefix: str, conf_path
                                 + ", ".join(SLURM_CONF_CANDIDATES) + ")", "--slurm-conf FILE, or set slurm.slurm_conf in the config"))
         return {}
     try:
-        conf = parse_slurm_conf(conf_path)
+        conf = slurmconf.parse(conf_path)
     except OSError as exc:
         findings.append(Finding(False, "slurm.conf", f"{conf_path}: cannot read: {exc.strerror}", "check the path and permissions"))
         return {}
@@ -468,13 +472,13 @@ def _check_slurm_conf(findings: list[Finding], root: str, prefix: str, conf_path
         elif k in HOOK_KEYS:
             hook = HOOK_KEYS[k]
             accepted = {wrapper_path(prefix, hook), console_script_path(prefix, hook)}
-            if not _items(have) & {a.lower() for a in accepted}:
+            if not items(have) & {a.lower() for a in accepted}:
                 findings.append(Finding(False, f"slurm.conf {key}", f"{key}={have}, not slurmqual's {hook} hook",
                                         f"set `{line}`, then scontrol reconfigure"))
             else:
                 findings.append(Finding(True, f"slurm.conf {key}", have))
         elif k in LIST_KEYS:
-            missing = sorted(_items(want) - _items(have))
+            missing = sorted(items(want) - items(have))
             if missing and k != "healthchecknodestate":
                 findings.append(Finding(False, f"slurm.conf {key}", f"{key}={have} lacks {','.join(missing)}",
                                         f"add {','.join(missing)} to {key} (snippet: `{line}`), then scontrol reconfigure"))
@@ -482,18 +486,11 @@ def _check_slurm_conf(findings: list[Finding], root: str, prefix: str, conf_path
                 findings.append(Finding(True, f"slurm.conf {key}", have + ("" if not missing else f" (snippet: {want}; site choice)")))
         else:
             findings.append(Finding(True, f"slurm.conf {key}", have if have == want else f"{have} (snippet: {want}; site choice)"))
-    if config is not None and "prologepilogtimeout" in conf:
-        hooks_cfg = config["hooks"]
-        budget = hooks_cfg["deadline_s"] + hooks_cfg["command_timeout_s"]
-        try:
-            timeout = float(conf["prologepilogtimeout"])
-        except ValueError:
-            timeout = None
-        if timeout is not None and timeout <= budget:
-            findings.append(Finding(False, "slurm.conf PrologEpilogTimeout",
-                                    f"{timeout:g}s is not above the hooks' deadline ({budget:g}s with command timeout): "
-                                    "Slurm would kill a slow hook and drain with a generic reason",
-                                    f"PrologEpilogTimeout={int(budget * 2)} or lower hooks.deadline_s"))
+    budget = (config["hooks"]["deadline_s"] + config["hooks"]["command_timeout_s"]) if config is not None else None
+    if budget is not None:
+        ver = slurm_version if slurm_version is not None else _installed_slurm(config)
+        for ok, what, detail, fix in slurmconf.findings(conf, ver, budget, ladder_may_reboot(config)):
+            findings.append(Finding(ok, what, detail, fix))
     return conf
 
 
@@ -570,7 +567,8 @@ def _hook_run(findings: list[Finding], hook_path: str, node: str, timeout: float
 
 
 def run_check(root: str, prefix: str, slurm_conf: str | None, node: str | None, hook_run: bool,
-              config_path: str = CONFIG_PATH, cache_dir: str = CACHE_DIR) -> list[Finding]:
+              config_path: str = CONFIG_PATH, cache_dir: str = CACHE_DIR,
+              slurm_version: tuple[int, int] | None = None) -> list[Finding]:
     from ..config import ConfigError, load
 
     findings: list[Finding] = []
@@ -593,11 +591,11 @@ def run_check(root: str, prefix: str, slurm_conf: str | None, node: str | None, 
     for what, path in dirs:
         _check_path(findings, root, path, what, True, "0755")
     _check_config_problem(findings, root, node, [d for what, d in dirs if what == "state dir"])
-    conf = _check_slurm_conf(findings, root, prefix, _find_slurm_conf(root, slurm_conf, config), config)
+    conf = _check_slurm_conf(findings, root, prefix, _find_slurm_conf(root, slurm_conf, config), config, slurm_version)
     hook_paths = {}
     for hook in HOOKS:
         key = {"healthcheck": "healthcheckprogram"}.get(hook, hook)
-        configured = sorted(_items(conf.get(key, "")))
+        configured = sorted(items(conf.get(key, "")))
         path = next((p for p in (conf.get(key, "").split(",")) if "slurmqual" in p), None) if configured else None
         path = (path or wrapper_path(prefix, hook)).strip()
         hook_paths[hook] = path
@@ -648,8 +646,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"slurmqual install: --root {root} is not a directory", file=sys.stderr)
         return EXIT_USAGE
     if args.check:
+        try:
+            version = parse_version(args.slurm_version) if args.slurm_version else None
+        except ValueError as exc:
+            print(f"slurmqual install: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         findings = run_check(root, prefix, args.slurm_conf, args.node, not args.no_hook_run,
-                             args.config, args.cache_dir)
+                             args.config, args.cache_dir, version)
         print_findings(findings)
         return EXIT_PROBLEMS if any(not f.ok for f in findings) else EXIT_OK
     return run_install(root, prefix, args.python or default_python(), args.dry_run, args.config, args.cache_dir)
