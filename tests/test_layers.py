@@ -38,6 +38,8 @@ LAYERS: dict[str, int] = {
     "slurmqual.burnin.pairs": ENGINE, "slurmqual.burnin.noise": ENGINE, "slurmqual.burnin.parse": ENGINE,
     "slurmqual.burnin.plan": ENGINE, "slurmqual.burnin.report": ENGINE, "slurmqual.burnin.gpus": ENGINE,
     "slurmqual.burnin.gpuparse": ENGINE, "slurmqual.burnin.topology": ENGINE, "slurmqual.burnin.fabricmap": ENGINE,
+    "slurmqual.burnin.components": ENGINE, "slurmqual.burnin.perftest": ENGINE,
+    "slurmqual.burnin.": ENGINE,   # a new burn-in parser or judge; the flows are named below
     # flows: what runs on a node or drives the cluster
     "slurmqual.hooks": FLOWS, "slurmqual.requalify": FLOWS, "slurmqual.burnin.runner": FLOWS,
     "slurmqual.burnin.task": FLOWS, "slurmqual.burnin.gputask": FLOWS,
