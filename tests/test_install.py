@@ -101,7 +101,7 @@ def test_fresh_install_writes_example_config_wrappers_dirs_logrotate(tmp_path):
         w = root / f"opt/slurmqual/libexec/{hook}/slurmqual-{hook}"
         assert stat.S_IMODE(w.stat().st_mode) == 0o755
         text = w.read_text()
-        assert f"-m slurmqual.hookscripts {hook}" in text and f"PY={sys.executable}" in text
+        assert f"from slurmqual.hookscripts import {hook}; sys.exit({hook}())" in text and f"PY={sys.executable}" in text
     rotate = (root / "etc/logrotate.d/slurmqual").read_text()
     assert rotate.startswith("# slurmqual") and "/var/log/slurmqual/slurmqual.log {" in rotate
     assert "write file 0644 root:root: /etc/slurmqual/config.toml" in proc.stdout
