@@ -145,6 +145,75 @@ def test_slow_link_fails_and_pcie_gpus_are_na(tmp_path):
     assert std(root, "nvlink", config()).status is Status.NA
 
 
+def bridged(tmp_path, status: str, topo: str | None, name: str = "node"):
+    """A node tree whose nvidia-smi nvlink -s (and topo -m, when given) are real outputs."""
+    root = tree(tmp_path, NodeSpec(gpus=2, nics=2), name=name)
+    record_output(root, ["nvidia-smi", "nvlink", "-s"], status)
+    if topo is not None:
+        record_output(root, ["nvidia-smi", "topo", "-m"], topo)
+    return root
+
+
+def test_real_bridged_h100_pcie_pair_uses_12_of_its_18_listed_links_and_passes(tmp_path):
+    status = real("nvidia_smi_nvlink_s_2xH100_PCIe_bridged_12_of_18_active_drv555.txt")
+    topo = real("nvidia_smi_topo_m_2xH100_PCIe_NV12_drv555.txt")
+    r = std(bridged(tmp_path, status, topo), "nvlink", config())
+    assert r.status is Status.PASS and r.message == "2 GPUs x 12 NVLinks active at 26.562 GB/s"
+    # A bridge link lost on GPU 1 (its 'Link 3'): 11 of the product's 12.
+    gpu1 = status.index("GPU 1:")
+    lost = status[:gpu1] + status[gpu1:].replace("Link 3: 26.562 GB/s", "Link 3: <inactive>")
+    r = std(bridged(tmp_path, lost, topo, name="lost"), "nvlink", config())
+    assert r.status is Status.FAIL and r.devices == ["GPU 1"]
+    assert "GPU 1 (GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3): 11 of 12 links active" in r.message
+    assert "or its NVLink bridge" in r.hint
+    # Without a readable topology the product still sets the count; the note says what was not known.
+    r = std(bridged(tmp_path, status, None, name="notopo"), "nvlink", config())
+    assert r.status is Status.PASS and "nvidia-smi topo -m unreadable" in r.message
+
+
+def test_real_a6000_pair_and_a_third_gpu_without_bridge_pass(tmp_path):
+    status = real("nvidia_smi_nvlink_s_3xRTX_A6000_bridged_pair_plus_unbridged_inActive.txt")
+    assert [(g.index, g.all_inactive) for g in nvsmi.parse_nvlink_status(status)] == [(0, False), (1, False), (2, True)]
+    root = bridged(tmp_path, status, real("nvidia_smi_topo_m_3xRTX_A6000_NV4_pair_tabs.txt"))
+    r = std(root, "nvlink", config())
+    assert r.status is Status.PASS
+    assert r.message == ("2 GPUs x 4 NVLinks active at 14.062 GB/s (GPU 2 without an NVLink bridge: "
+                         "no NV# peer in nvidia-smi topo -m)")
+    # Where every GPU must be bridged, links_per_gpu says so: GPU 2 then fails.
+    r = std(root, "nvlink", config(checks={"nvlink": {"links_per_gpu": 4}}))
+    assert r.status is Status.FAIL and "GPU 2 (GPU-02c05ee3-bdb5-aac7-f9e8-a4c8f3f725b3): all links inactive " \
+        "(expected 4)" in r.message
+
+
+def test_real_8x_a6000_bridged_pairs_pass_and_a_gpu_whose_peer_still_shows_nv4_fails(tmp_path):
+    status = real("nvidia_smi_nvlink_s_8xRTX_A6000_4_bridged_pairs_unige.txt")
+    topo = real("nvidia_smi_topo_m_8xRTX_A6000_4_NV4_pairs_2nics_unige.txt")
+    assert nvsmi.parse_topo_nvlink_peers(topo)[5] == {4: 4}
+    r = std(bridged(tmp_path, status, topo), "nvlink", config())
+    assert r.status is Status.PASS and r.message == "8 GPUs x 4 NVLinks active at 14.062 GB/s"
+    gpu5, gpu6 = status.index("GPU 5:"), status.index("GPU 6:")
+    head = status[gpu5:gpu6].splitlines()[0]
+    dead = status[:gpu5] + head + "\nNVML: Unable to retrieve NVLink information as all links are inActive\n" + status[gpu6:]
+    r = std(bridged(tmp_path, dead, topo, name="dead"), "nvlink", config())
+    assert r.status is Status.FAIL and r.devices == ["GPU 5"] and "all links inactive (expected 4)" in r.message
+
+
+def test_expected_links_by_product_name():
+    from slurmqual.checks.nvlink import expected_links
+
+    def want(name: str, links: dict, peers=None):
+        return expected_links([nvsmi.NvlinkGpu(0, name, None, links)], None, peers)[0]
+
+    listed18 = {n: (26.562 if n % 6 < 4 else None) for n in range(18)}       # 12 of 18 active
+    assert want("NVIDIA H100 NVL", listed18) == 12 and want("NVIDIA H100 PCIe", listed18) == 12
+    assert want("NVIDIA A100 80GB PCIe", {n: 25.0 for n in range(12)}) == 12
+    assert want("NVIDIA A100-PCIE-40GB", {n: 25.0 for n in range(12)}) == 12
+    assert want("NVIDIA H100 80GB HBM3", listed18) == 18 and want("NVIDIA A100-SXM4-80GB", {}) == 12
+    assert want("NVIDIA RTX A4000", {}) == 0                                 # no NVLink; not the A40's 4
+    assert want("Some Future GPU", listed18, {0: {1: 8}}) == 8               # unknown: the topology's NV8
+    assert want("Some Future GPU", listed18, {0: {p: 18 for p in range(1, 8)}}) == 18   # NVSwitch: NV18 per peer
+
+
 # -- fabric_manager -----------------------------------------------------------
 
 def test_fabric_manager_down_and_registration_stuck(tmp_path):

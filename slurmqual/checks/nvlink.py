@@ -6,6 +6,8 @@ all-to-all fabric NCCL relies on; a link whose errors keep rising is next."""
 
 from __future__ import annotations
 
+import re
+
 from ..result import CheckResult, Status
 from . import CheckSpec
 
@@ -13,6 +15,13 @@ NAME = "nvlink"
 
 # Links per GPU of the SXM parts (NVIDIA data sheets); others: the most any GPU shows.
 LINKS_BY_PRODUCT = {"H100": 18, "H200": 18, "H800": 8, "A100": 12, "A800": 8, "V100": 6, "B200": 18}
+# PCIe boards joined by NVLink bridges: links per GPU with every bridge fitted (data
+# sheets: A100 PCIe, H100 PCIe and H100 NVL take 3 bridges of 4 links; RTX A6000,
+# A5000, A40 and RTX 3090 one 4-link bridge). nvidia-smi lists more links than the
+# bridges use (H100 PCIe: 18 listed, 12 active, the rest '<inactive>'), so the number
+# listed is no measure; a GPU without a bridge has no NV# peer in `nvidia-smi topo -m`.
+BRIDGED_LINKS_BY_PRODUCT = {"H100 PCIe": 12, "H100 NVL": 12, "A100 80GB PCIe": 12, "A100-PCIE": 12,
+                            "A100 PCIe": 12, "RTX A6000": 4, "RTX A5000": 4, "A40": 4, "RTX 3090": 4}
 
 # Per link and window. Replays (a flit resent after a CRC error) and CRC errors
 # are corrected by the link and show up in small numbers on healthy links; a
@@ -27,8 +36,10 @@ def settings():
     from ._settings import Strict
 
     class NvlinkCfg(Strict):
-        # Active links every GPU must have; None: by product (H100/H200 18, A100 12)
-        # or else the most any GPU on the node has.
+        # Active links every GPU must have; None: by product (H100/H200 SXM 18, A100 SXM
+        # 12, NVLink-bridged H100 PCIe/NVL and A100 PCIe 12, RTX A6000 4), the
+        # NV# of `nvidia-smi topo -m`, or else the most any GPU on the node has active.
+        # Set it where every GPU must be bridged: a GPU without one then fails.
         links_per_gpu: int | None = Field(None, ge=0, le=64)
         # Largest allowed increase of each `nvidia-smi nvlink -e` counter per link
         # within window_s ({} turns the error counters off). Names: the printed
@@ -56,10 +67,17 @@ SPEC = CheckSpec(
     hint="reset the GPU (nvidia-smi -r -i <index>) or reboot; links still down or errors still rising: reseat the "
          "GPU/baseboard, RMA",
     explain="""Runs `nvidia-smi nvlink -s` and requires checks.nvlink.links_per_gpu active links on
-every GPU (default by product: H100/H200 SXM 18, A100 SXM 12; else the most any GPU
-on the node has), all at the speed of the fastest link. A GPU whose links are all
-down prints 'Unable to retrieve NVLink information as all links are inactive'.
-PCIe GPUs without NVLink: n/a.
+every GPU (default by product: H100/H200 SXM 18, A100 SXM 12; PCIe boards joined by
+NVLink bridges: H100 PCIe, H100 NVL and A100 PCIe 12 (3 bridges), RTX A6000/A5000/A40,
+RTX 3090 4; nvidia-smi lists more links than a bridge uses, e.g. 18 on an H100 PCIe
+of which 12 are active, so the number listed is no measure; other products: the NV#
+links to its peers in `nvidia-smi topo -m`, else the most any GPU on the node has
+active), all at the speed of the fastest link. A GPU whose links are all down prints
+'Unable to retrieve NVLink information as all links are inactive'. `nvidia-smi topo
+-m` is read only for non-SXM GPUs with links down: a GPU without an NV# peer and
+without an active link has no bridge and is not judged (named in the message); a
+bridge gone entirely looks the same, so where every GPU must be bridged set
+checks.nvlink.links_per_gpu. PCIe GPUs without NVLink: n/a.
 A dead link makes NCCL route around it (slower) or fail on NVSwitch systems.
 Then `nvidia-smi nvlink -e`: each link's error counters may rise by at most
 checks.nvlink.error_limits within checks.nvlink.window_s (default one hour;
@@ -72,42 +90,88 @@ the GPU or baseboard (NVSwitch tray), RMA.""",
 )
 
 
-def expected_links(gpus, configured: int | None) -> int:
-    if configured is not None:
-        return configured
+def _product_links(name: str, table: dict[str, int]) -> int | None:
+    for part, n in table.items():
+        if re.search(rf"{re.escape(part)}(?!\w)", name):
+            return n
+    return None
+
+
+def sxm_links(name: str) -> int | None:
+    """Links of an SXM part (the name has no PCIe/NVL board suffix)."""
+    if "PCI" in name.upper() or " NVL" in name or _product_links(name, BRIDGED_LINKS_BY_PRODUCT):
+        return None
+    return _product_links(name, LINKS_BY_PRODUCT)
+
+
+def expected_links(gpus, configured: int | None, peers: dict[int, dict[int, int]] | None = None) -> dict[int, int | None]:
+    """Active links each GPU must have; None: a GPU without an NVLink bridge
+    (no NV# peer in `nvidia-smi topo -m` and no active link), not judged.
+    Order: checks.nvlink.links_per_gpu; the SXM product; a bridged PCIe
+    product; the NV# links to its peers (more than the GPU lists: through
+    NVSwitches, each peer shows them all); the most links any GPU has active."""
+    most = max((sum(1 for v in g.links.values() if v) for g in gpus), default=0)
+    out: dict[int, int | None] = {}
     for g in gpus:
-        for part, n in LINKS_BY_PRODUCT.items():
-            if part in g.name and "PCIe" not in g.name:
-                return n
-    return max((len(g.links) for g in gpus), default=0)
+        nv = (peers or {}).get(g.index)
+        active = sum(1 for v in g.links.values() if v)
+        if configured is not None:
+            out[g.index] = configured
+        elif sxm_links(g.name):
+            out[g.index] = sxm_links(g.name)
+        elif nv is not None and not nv and not active:
+            out[g.index] = None
+        elif _product_links(g.name, BRIDGED_LINKS_BY_PRODUCT):
+            out[g.index] = _product_links(g.name, BRIDGED_LINKS_BY_PRODUCT)
+        elif nv:
+            total = sum(nv.values())
+            out[g.index] = total if total <= max(len(g.links), active) else max(nv.values())
+        else:
+            out[g.index] = most
+    return out
 
 
-def judge(gpus, configured: int | None) -> CheckResult:
-    want = expected_links(gpus, configured)
-    if not want:
-        return CheckResult(NAME, Status.NA, f"{len(gpus)} GPUs without NVLink")
-    speeds = [s for g in gpus for s in g.links.values() if s]
+def needs_topology(gpus, configured: int | None) -> bool:
+    """`nvidia-smi topo -m` is read only where the links listed cannot tell
+    the count: no configured count, no SXM part, and a GPU with links down."""
+    return configured is None and any(
+        not sxm_links(g.name) and (g.all_inactive or sum(1 for v in g.links.values() if v) < len(g.links))
+        for g in gpus)
+
+
+def judge(gpus, configured: int | None, peers: dict[int, dict[int, int]] | None = None) -> CheckResult:
+    want = expected_links(gpus, configured, peers)
+    unbridged = [g for g in gpus if want[g.index] is None]
+    judged = [g for g in gpus if want[g.index]]
+    note = (f" ({', '.join(f'GPU {g.index}' for g in unbridged)} without an NVLink bridge: no NV# peer in "
+            f"nvidia-smi topo -m)" if unbridged else "")
+    if not judged:
+        return CheckResult(NAME, Status.NA, f"{len(gpus)} GPUs without NVLink{note}")
+    speeds = [s for g in judged for s in g.links.values() if s]
     top = max(speeds, default=0.0)
     bad, devices, hints = [], [], []
-    for g in gpus:
+    for g in judged:
         active = {n: s for n, s in g.links.items() if s}
         issues = []
         if g.all_inactive:
-            issues.append(f"all links inactive (expected {want})")
-        elif len(active) < want:
+            issues.append(f"all links inactive (expected {want[g.index]})")
+        elif len(active) < want[g.index]:
             down = sorted(n for n in g.links if n not in active)
-            issues.append(f"{len(active)} of {want} links active" + (f" (down: {', '.join(map(str, down))})"
-                                                                      if down else ""))
+            issues.append(f"{len(active)} of {want[g.index]} links active" + (f" (down: {', '.join(map(str, down))})"
+                                                                              if down else ""))
         slow = sorted(n for n, s in active.items() if s < top * 0.99)
         if slow:
             issues.append(f"links {', '.join(map(str, slow))} below {top:g} GB/s")
         if issues:
             bad.append(f"GPU {g.index} ({g.uuid or g.name}): {'; '.join(issues)}")
             devices.append(f"GPU {g.index}")
-            hints.append(f"nvidia-smi -r -i {g.index} or reboot; links still down: reseat/RMA GPU {g.index}")
+            hints.append(f"nvidia-smi -r -i {g.index} or reboot; links still down: reseat/RMA GPU {g.index}"
+                         + (" or its NVLink bridge" if not sxm_links(g.name) else ""))
     if bad:
-        return CheckResult(NAME, Status.FAIL, "; ".join(bad), devices, "; ".join(hints))
-    return CheckResult(NAME, Status.PASS, f"{len(gpus)} GPUs x {want} NVLinks active at {top:g} GB/s")
+        return CheckResult(NAME, Status.FAIL, "; ".join(bad) + note, devices, "; ".join(hints))
+    counts = sorted({want[g.index] for g in judged})
+    return CheckResult(NAME, Status.PASS, f"{len(judged)} GPUs x {'/'.join(map(str, counts))} NVLinks active at "
+                       f"{top:g} GB/s{note}")
 
 
 def _nvlink_query(ctx, flag: str, what: str, parse):
@@ -134,10 +198,29 @@ def run(ctx) -> CheckResult:
     if isinstance(gpus, CheckResult):
         return gpus
     cfg = ctx.settings(NAME)
-    links = judge(gpus, cfg["links_per_gpu"])
+    peers, note = None, ""
+    if needs_topology(gpus, cfg["links_per_gpu"]):
+        peers, note = topology(ctx)
+    links = judge(gpus, cfg["links_per_gpu"], peers)
+    links.message += note
     if links.status in (Status.NA, Status.ERROR) or not cfg["error_limits"]:
         return links
     return combine(links, errors(ctx, cfg["error_limits"], cfg["window_s"]))
+
+
+def topology(ctx) -> tuple[dict[int, dict[int, int]] | None, str]:
+    """NV# peers of `nvidia-smi topo -m`, or None and a note saying why not
+    (then every GPU is judged: one without a bridge is not told apart)."""
+    from ..command import CommandError
+    from ..probe.nvsmi import parse_topo_nvlink_peers
+
+    try:
+        peers = parse_topo_nvlink_peers(ctx.run_command(["nvidia-smi", "topo", "-m"]).stdout)
+    except CommandError as exc:
+        return None, f" (nvidia-smi topo -m unreadable, GPUs without a bridge not told apart: {exc})"
+    if not peers:
+        return None, " (nvidia-smi topo -m printed no GPU matrix, GPUs without a bridge not told apart)"
+    return peers, ""
 
 
 # -- error counters ------------------------------------------------------------

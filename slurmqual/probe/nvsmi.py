@@ -12,7 +12,8 @@ public ones our tests use) and fills the same record.
 
 NVLink state is not in `-q -x`: `nvidia-smi nvlink -s` (text) is parsed
 by `parse_nvlink_status`, the per-link error counters of `nvidia-smi nvlink -e`
-by `parse_nvlink_errors`.
+by `parse_nvlink_errors`, the NV# peers of `nvidia-smi topo -m` by
+`parse_topo_nvlink_peers`.
 """
 
 from __future__ import annotations
@@ -280,13 +281,45 @@ def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
             continue
         if not out:
             continue
-        if "all links are inactive" in line:
+        if "all links are inactive" in line.lower():      # 'inActive' in some drivers' NVML message
             out[-1].all_inactive = True
             continue
         m = _NVL_LINK.match(line)
         if m:
             out[-1].links[int(m.group(1))] = _num(m.group(2)) if "inactive" not in m.group(2) else None
     return out
+
+
+# -- NVLink peers (`nvidia-smi topo -m`) ----------------------------------------
+
+_TOPO_DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\S+)$")
+
+
+def parse_topo_nvlink_peers(text: str) -> dict[int, dict[int, int]]:
+    """`nvidia-smi topo -m` (space- or tab-separated): GPU index -> {peer GPU
+    index: NVLinks between them} from the 'NV#' cells; a GPU without an NVLink
+    peer maps to {}. The device columns are the header's leading GPU/NIC names
+    (the affinity columns after them are left alone). {} when there is no matrix."""
+    columns: list[str] = []
+    peers: dict[int, dict[int, int]] = {}
+    for line in text.splitlines():
+        tokens = line.split()
+        if not tokens:
+            continue
+        if not columns and tokens[0] == "GPU0" and len(tokens) > 1 and not tokens[1].startswith(("X", "NV")):
+            for t in tokens:
+                if not _TOPO_DEVICE.match(t):
+                    break
+                columns.append(t)
+            continue
+        if not columns or not re.match(r"^GPU\d+$", tokens[0]):
+            continue
+        row = peers.setdefault(int(tokens[0][3:]), {})
+        for name, cell in zip(columns, tokens[1:1 + len(columns)]):
+            m = re.match(r"^NV(\d+)$", cell)
+            if m and name.startswith("GPU"):
+                row[int(name[3:])] = int(m.group(1))
+    return peers
 
 
 # -- NVLink error counters (`nvidia-smi nvlink -e`) -----------------------------
