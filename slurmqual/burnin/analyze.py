@@ -408,7 +408,7 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
             fleet_level: dict[str, float] | None = None, trusted: set[str] | None = None,
             topology=None) -> Analysis:
     """Judge a run. `baselines` maps measurement key -> node -> the node's own
-    baseline. `fleet_level` (key -> median of the last full run) is for runs
+    baseline (per-GPU keys: GPU serial -> that GPU's own baseline). `fleet_level` (key -> median of the last full run) is for runs
     that are not a fleet: a requalify's few nodes are judged against the
     fleet's level, never against each other; its `trusted` reference nodes
     (qualified) are evidence only: never suspects, never judged here.
@@ -514,8 +514,13 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
 
-    below: dict[str, dict] = {}
+    from .gpus import below_baselines, is_gpu_key
+
+    # Per-GPU keys' baselines are per GPU serial (gpus.below_baselines).
+    below = below_baselines(nodes, {k: b for k, b in (baselines or {}).items() if is_gpu_key(k)}, p.baseline_drop)
     for key, base_of in (baselines or {}).items():
+        if is_gpu_key(key):
+            continue
         for n, base in base_of.items():
             v = nodes.get(n, {}).get("keys", {}).get(key)
             if base and v and v["score"] is not None and v["score"] < (1 - p.baseline_drop) * base:

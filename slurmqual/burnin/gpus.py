@@ -128,6 +128,7 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
             errored.append(m)
             continue
         per.setdefault(m.key, {}).setdefault((m.node, m.gpu), []).append(m)
+    ident = identities(ms)
     rank = {"fail": 0, "retest": 1, "untested": 2, "pass": 3}
     keys, medians = {}, {}
     for key, by_gpu in sorted(per.items()):
@@ -155,13 +156,14 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
             counts[verdict] += 1
             first = xs[0]
             entry = {"test": first.test, "key": key, "verdict": verdict, "score": _r(v), "unit": first.unit,
-                     "errors": errors, "median": _r(fleet)}
-            for name in ("pci", "serial", "gpu_model"):
-                if getattr(first, name):
-                    entry[name] = getattr(first, name)
+                     "errors": errors, "median": _r(fleet), **ident.get(g, {})}
+            if len(xs) > 1:
+                entry["runs"] = len(xs)
+            if first.gpu_model:
+                entry["gpu_model"] = first.gpu_model
             if why:
-                entry["why"] = f"GPU {first.gpu}" + (f" ({first.pci or first.serial})" if first.pci or first.serial else "") \
-                    + f" {first.test} {why}"
+                where = entry.get("pci") or entry.get("serial")
+                entry["why"] = f"GPU {first.gpu}" + (f" ({where})" if where else "") + f" {first.test} {why}"
             node = nodes[g[0]]
             node["gpus"].setdefault(str(g[1]), {})[first.test] = entry
             if node["worst"] is None or rank[verdict] < rank[node["worst"]["verdict"]] or (
@@ -175,7 +177,7 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
         node = nodes[m.node]
         if m.test not in node["gpus"].get(str(m.gpu), {}):
             entry = {"test": m.test, "key": m.key, "verdict": "untested", "score": None, "unit": m.unit,
-                     "errors": 0, "why": f"GPU {m.gpu} {m.test}: test error (no usable number)"}
+                     "errors": 0, **ident.get((m.node, m.gpu), {}), "why": f"GPU {m.gpu} {m.test}: test error (no usable number)"}
             node["gpus"].setdefault(str(m.gpu), {})[m.test] = entry
             if node["worst"] is None or node["worst"]["verdict"] == "pass":
                 node["worst"] = {**entry, "gpu": m.gpu}
@@ -184,10 +186,50 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
     return GpuJudgement(nodes, keys, medians, problems)
 
 
+def identities(ms: list[GpuMeasurement]) -> dict[tuple[str, int], dict[str, str]]:
+    """(node, GPU index) -> its PCI address and serial, from any of its lines:
+    only some tools print them (gpu_burn the UUID, nvbandwidth the PCI
+    address), and every test of the GPU is recorded under them."""
+    out: dict[tuple[str, int], dict[str, str]] = {}
+    for m in ms:
+        d = out.setdefault((m.node, m.gpu), {})
+        for name in ("pci", "serial"):
+            if getattr(m, name) and name not in d:
+                d[name] = getattr(m, name)
+    return out
+
+
+def below_baselines(nodes: dict[str, dict], baselines: dict[str, dict[str, float]], drop: float) -> dict[str, dict]:
+    """Node -> its GPU furthest below its *own* baseline (more than `drop`
+    under it). GPU baselines are keyed by serial (`baselines[key][serial]`),
+    so a swapped GPU has none and starts fresh; a GPU without a serial has none."""
+    out: dict[str, dict] = {}
+    for n, v in nodes.items():
+        for g, tests in (v.get("gpus") or {}).items():
+            for e in tests.values():
+                base = baselines.get(e["key"], {}).get(e.get("serial") or "")
+                if not base or e["score"] is None or e["score"] >= (1 - drop) * base:
+                    continue
+                if n not in out or e["score"] / base < out[n]["score"] / out[n]["baseline"]:
+                    out[n] = {"key": e["key"], "score": e["score"], "baseline": base, "gpu": int(g),
+                              "serial": e["serial"]}
+    return out
+
+
+def is_gpu_key(key: str) -> bool:
+    """``gemm:gpu[:model]``: a per-GPU key (its baselines are per GPU serial)."""
+    return key.split(":", 2)[1:2] == ["gpu"]
+
+
+def entry_label(e: dict) -> str:
+    """`GPU 3 (0000:9b:00.0)` / `GPU 3 (serial ...)` from a per-GPU entry (with its `gpu`) or a below_baseline one."""
+    where = e.get("pci") or (f"serial {e['serial']}" if e.get("serial") else None)
+    return f"GPU {e['gpu']}" + (f" ({where})" if where else "")
+
+
 def drain_reason(entry: dict, threshold: float) -> str:
     """`GPU 3 (0000:9b:00.0) gemm 610 TFLOPS < 90% of median 702` (without the slurmqual prefix)."""
-    where = entry.get("pci") or (f"serial {entry['serial']}" if entry.get("serial") else None)
-    gpu = f"GPU {entry['gpu']}" + (f" ({where})" if where else "")
+    gpu = entry_label(entry)
     if entry.get("errors"):
         return f"{gpu} {entry['test']} data corruption: {entry['errors']} compare errors"
     return (f"{gpu} {entry['test']} {entry['score']:.4g} {entry['unit']} < {threshold:.0%} "

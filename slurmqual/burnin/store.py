@@ -52,6 +52,29 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'full';
     """,
+    # v4: per-GPU tests get their own tables: every GPU line (v3 kept them in
+    # measurements as test 'TEST@gpuN', value in busbw: moved here, same idx),
+    # each run's per-GPU verdicts and scores (a GPU's history, by node or by
+    # serial), and per-GPU baselines keyed by the GPU's serial (a swapped GPU
+    # starts fresh).
+    """
+    CREATE TABLE gpu_measurements (run_id TEXT NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL,
+                                   node TEXT NOT NULL, gpu INTEGER NOT NULL, test TEXT NOT NULL, value REAL,
+                                   unit TEXT, errors INTEGER, ok INTEGER NOT NULL, gpu_model TEXT, pci TEXT,
+                                   serial TEXT, problems TEXT, PRIMARY KEY (run_id, idx));
+    INSERT INTO gpu_measurements (run_id, idx, node, gpu, test, value, ok, problems)
+        SELECT run_id, idx, json_extract(nodes, '$[0]'), CAST(substr(test, instr(test, '@gpu') + 4) AS INTEGER),
+               substr(test, 1, instr(test, '@gpu') - 1), busbw, ok, problems
+        FROM measurements WHERE instr(test, '@gpu') > 0;
+    DELETE FROM measurements WHERE instr(test, '@gpu') > 0;
+    CREATE TABLE gpu_scores (run_id TEXT NOT NULL REFERENCES runs(id), node TEXT NOT NULL, gpu INTEGER NOT NULL,
+                             key TEXT NOT NULL, verdict TEXT NOT NULL, score REAL, serial TEXT, pci TEXT,
+                             PRIMARY KEY (run_id, node, gpu, key));
+    CREATE INDEX gpu_scores_node ON gpu_scores(node);
+    CREATE INDEX gpu_scores_serial ON gpu_scores(serial);
+    CREATE TABLE gpu_baselines (serial TEXT NOT NULL, key TEXT NOT NULL, score REAL NOT NULL, node TEXT,
+                                gpu INTEGER, run_id TEXT, time REAL NOT NULL, PRIMARY KEY (serial, key));
+    """,
 ]
 
 
@@ -188,7 +211,7 @@ class SqliteStore(Store):
         frozen = analysis["guard_tripped"] or analysis.get("fleet_slowdown")
         try:
             db.execute("BEGIN IMMEDIATE")
-            for table in ("measurements", "verdicts", "scores", "events"):
+            for table in ("measurements", "gpu_measurements", "verdicts", "scores", "gpu_scores", "events"):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.id,))
             db.execute("DELETE FROM runs WHERE id = ?", (run.id,))
             db.execute("INSERT INTO runs (id, time, scope, config_digest, median, threshold, guard_tripped, noise, kind) "
@@ -198,11 +221,16 @@ class SqliteStore(Store):
                         analysis.get("run_kind") or "full"))
             db.executemany("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?)", [
                 (run.id, i, json.dumps(m["nodes"]), m["test"], m["size"], m.get("busbw"), int(m["ok"]),
-                 json.dumps(m.get("problems", []))) if "gpu" not in m else
-                # a per-GPU line: test@gpuN, its value in the busbw column, size 0
-                (run.id, i, json.dumps(m["nodes"]), f"{m['test']}@gpu{m['gpu']}", 0, m.get("value"), int(m["ok"]),
+                 json.dumps(m.get("problems", []))) for i, m in enumerate(measurements) if "gpu" not in m])
+            db.executemany("INSERT INTO gpu_measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (run.id, i, m["nodes"][0], m["gpu"], m["test"], m.get("value"), m.get("unit"), m.get("errors"),
+                 int(m["ok"]), m.get("gpu_model"), m.get("pci"), m.get("serial"),
                  json.dumps(m.get("problems", [m["error"]] if m.get("error") else [])))
-                for i, m in enumerate(measurements)])
+                for i, m in enumerate(measurements) if "gpu" in m])
+            gpus = [(n, int(g), e) for n, v in analysis["nodes"].items()
+                    for g, tests in (v.get("gpus") or {}).items() for e in tests.values()]
+            db.executemany("INSERT INTO gpu_scores VALUES (?,?,?,?,?,?,?,?)", [
+                (run.id, n, g, e["key"], e["verdict"], e["score"], e.get("serial"), e.get("pci")) for n, g, e in gpus])
             db.executemany("INSERT INTO verdicts (run_id, node, verdict, score, key) VALUES (?,?,?,?,?)", [
                 (run.id, n, v["verdict"], v["score"], v.get("key")) for n, v in analysis["nodes"].items()])
             db.executemany("INSERT INTO scores VALUES (?,?,?,?,?)", [
@@ -220,6 +248,10 @@ class SqliteStore(Store):
                     if kv["verdict"] != "pass" or kv["score"] is None:
                         continue
                     events += self._move_baseline(n, key, kv["score"], noise.get(key, 0.0), ver, run)
+            if not frozen:
+                for n, g, e in gpus:
+                    if e["verdict"] == "pass" and e["score"] is not None and e.get("serial"):
+                        self._move_gpu_baseline(n, g, e, noise.get(e["key"], 0.0), run)
             for n in analysis.get("drain", []):
                 events.append((n, run.time, "drain", f"burnin score {analysis['nodes'][n]['score']}", run.id))
             db.executemany("INSERT INTO events (node, time, kind, detail, run_id) VALUES (?,?,?,?,?)", events)
@@ -253,6 +285,17 @@ class SqliteStore(Store):
                 if before and now and before != now:
                     events.append((node, run.time, "version_change", f"{name} {before} -> {now}", run.id))
         return events
+
+    def _move_gpu_baseline(self, node: str, gpu: int, entry: dict, noise: float, run) -> None:
+        """Inside record_run's transaction: a passing GPU's baseline, keyed by
+        its serial, moves like a node's: up or sideways, never down by more
+        than the noise, never from an older run."""
+        old = self.db.execute("SELECT score, time FROM gpu_baselines WHERE serial=? AND key=?",
+                              (entry["serial"], entry["key"])).fetchone()
+        if old and (old[1] > run.time or entry["score"] < old[0] * (1 - noise)):
+            return
+        self.db.execute("INSERT OR REPLACE INTO gpu_baselines VALUES (?,?,?,?,?,?,?)",
+                        (entry["serial"], entry["key"], entry["score"], node, gpu, run.id, run.time))
 
     def accept_baseline(self, nodes: list[str], test: str | None = None, who: str = "admin") -> list[dict]:
         """An admin accepts each node's level in its latest run as its new
@@ -355,15 +398,15 @@ class SqliteStore(Store):
             for node, verdict, score, key in rows:
                 if node in left:
                     left.discard(node)
-                    found[node] = (t, verdict, score, median, key)
+                    found[node] = (t, verdict, score, median, key, run_id)
         from .analyze import median_for
 
         base = self.all_baselines(list(found))
         out = {}
-        for node, (t, verdict, score, median, key) in found.items():
+        for node, (t, verdict, score, median, key, run_id) in found.items():
             key, med = median_for({"median": json.loads(median or "{}"), "nodes": {node: {"key": key}}}, node)
             out[node] = {"time": t, "verdict": verdict, "score": score, "median": med, "key": key,
-                         "baseline": base.get(key or "", {}).get(node)}
+                         "baseline": base.get(key or "", {}).get(node), "run_id": run_id}
         return out
 
     def baselines(self, nodes=None, test="all_reduce") -> dict[str, float]:
@@ -379,12 +422,58 @@ class SqliteStore(Store):
         return {k: v for k, v in json.loads(row[0] or "{}").items() if isinstance(v, (int, float))} if row else {}
 
     def all_baselines(self, nodes=None) -> dict[str, dict[str, float]]:
-        """key -> node -> baseline, for every measurement key."""
+        """key -> node -> baseline, for every measurement key; per-GPU keys
+        (``gemm:gpu:MODEL``): GPU serial -> baseline (of the GPUs last seen in `nodes`)."""
         wanted = set(nodes) if nodes is not None else None
         out: dict[str, dict[str, float]] = {}
         for n, key, score in self.db.execute("SELECT node, test, score FROM baselines"):
             if wanted is None or n in wanted:
                 out.setdefault(key, {})[n] = score
+        for n, key, serial, score in self.db.execute("SELECT node, key, serial, score FROM gpu_baselines"):
+            if wanted is None or n in wanted:
+                out.setdefault(key, {})[serial] = score
+        return out
+
+    def gpu_history(self, node: str | None = None, serial: str | None = None) -> list[dict]:
+        """Per-GPU scores and verdicts, newest run first, of a node's GPUs or of
+        one GPU (by serial, wherever it was), each with the run's fleet median
+        for its key and the GPU's baseline."""
+        where, args = ("g.node = ?", (node,)) if serial is None else ("g.serial = ?", (serial,))
+        rows = self.db.execute(f"""
+            SELECT r.id, r.time, g.node, g.gpu, g.key, g.verdict, g.score, g.serial, g.pci, r.median, b.score
+            FROM gpu_scores g JOIN runs r ON r.id = g.run_id
+            LEFT JOIN gpu_baselines b ON b.serial = g.serial AND b.key = g.key
+            WHERE {where} ORDER BY r.time DESC, r.id DESC, g.gpu, g.key""", args).fetchall()
+        medians: dict[str, dict] = {}
+        out = []
+        for run_id, t, n, gpu, key, verdict, score, ser, pci, median, base in rows:
+            med = medians.setdefault(run_id, json.loads(median or "{}")).get(key)
+            out.append({"run_id": run_id, "time": t, "node": n, "gpu": gpu, "key": key, "verdict": verdict,
+                        "score": score, "serial": ser, "pci": pci, "median": med, "baseline": base})
+        return out
+
+    def last_gpus(self, runs_of: dict[str, str]) -> dict[str, list[dict]]:
+        """node -> its GPUs' rows (as gpu_history's) in the given run of that node
+        (its last burn-in, from last_burnin_walk): primary-key lookups, for `status`."""
+        by_run: dict[str, list[str]] = {}
+        for node, run_id in runs_of.items():
+            by_run.setdefault(run_id, []).append(node)
+        out: dict[str, list[dict]] = {}
+        for run_id, names in by_run.items():
+            row = self.db.execute("SELECT time, median FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                continue
+            medians = json.loads(row[1] or "{}")
+            for i in range(0, len(names), 256):
+                part = names[i:i + 256]
+                for node, gpu, key, verdict, score, ser, pci, base in self.db.execute(f"""
+                        SELECT g.node, g.gpu, g.key, g.verdict, g.score, g.serial, g.pci, b.score
+                        FROM gpu_scores g LEFT JOIN gpu_baselines b ON b.serial = g.serial AND b.key = g.key
+                        WHERE g.run_id = ? AND g.node IN ({','.join('?' * len(part))}) ORDER BY g.gpu, g.key""",
+                        (run_id, *part)):
+                    out.setdefault(node, []).append(
+                        {"run_id": run_id, "time": row[0], "node": node, "gpu": gpu, "key": key, "verdict": verdict,
+                         "score": score, "serial": ser, "pci": pci, "median": medians.get(key), "baseline": base})
         return out
 
     def last_verdict(self, node) -> dict | None:

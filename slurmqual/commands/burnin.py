@@ -233,6 +233,12 @@ def _summary(a: dict) -> str:
         lines.append(f"  FLEET-WIDE SLOWDOWN: {len(a['below_baseline'])} nodes more than 10% below their own "
                      "baselines; baselines not updated: suspect the fabric, a driver/NCCL change or a bug")
     for n, b in sorted(a.get("below_baseline", {}).items()):
+        if "gpu" in b:  # a GPU below its own (serial's) baseline
+            from ..burnin.gpus import entry_label
+
+            lines.append(f"  {n}: {entry_label(b)} {b['key']} {b['score']}, more than "
+                         f"10% below its own baseline {b['baseline']}")
+            continue
         lines.append(f"  {n}: {b['score']} GB/s, more than 10% below its baseline {b['baseline']}"
                      + (f" ({b['key']}); keeps it until `slurmqual burnin accept-baseline {n}`" if b.get("key") else ""))
     for t in a.get("incomplete_tasks", []):
