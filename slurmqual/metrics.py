@@ -73,6 +73,27 @@ def _key_labels(key: str, default_test: str) -> dict[str, str]:
     return {"test": test, "kind": kind, "gpu_model": model or ""}
 
 
+def _gpu_gauges(reg, node: str, gpus: dict) -> None:
+    """Per-GPU scores of one node (analysis nodes.NODE.gpus): the raw score in
+    the test's own unit, and the score against its key's fleet median."""
+    from prometheus_client import Gauge
+
+    labels = ["node", "gpu", "test", "gpu_model", "serial"]
+    score = Gauge("slurmqual_burnin_gpu_score", "GPU's burn-in score for a test, in the test's unit (label unit)",
+                  [*labels, "unit"], registry=reg)
+    rel = Gauge("slurmqual_burnin_gpu_vs_median_ratio", "GPU's burn-in score / the fleet median of its test and model",
+                labels, registry=reg)
+    for g, tests in sorted(gpus.items(), key=lambda item: int(item[0])):
+        for test, e in sorted(tests.items()):
+            if e.get("score") is None:
+                continue
+            lab = {"node": node, "gpu": str(g), "test": test, "gpu_model": e.get("gpu_model") or "",
+                   "serial": e.get("serial") or ""}
+            score.labels(**lab, unit=e.get("unit") or "").set(float(e["score"]))
+            if e.get("median"):
+                rel.labels(**lab).set(float(e["score"]) / float(e["median"]))
+
+
 def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str = "all_reduce",
                          fleet: bool = True) -> list[str]:
     """One file per judged node (score, qualified, time); with fleet=True also
@@ -99,6 +120,8 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
         for key, kv in sorted((v.get("keys") or {}).items()):
             if kv.get("score") is not None:  # e.g. alltoall next to all_reduce, intra next to pair
                 per_key.labels(node=node, **_key_labels(key, test)).set(float(kv["score"]) * GB)
+        if v.get("gpus"):
+            _gpu_gauges(reg, node, v["gpus"])
         qualified.labels(node=node).set(1 if v.get("verdict") == "pass" else 0)
         when.labels(node=node).set(now)
         paths.append(_write(directory, _file_name("burnin_node", node), reg))

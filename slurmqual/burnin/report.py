@@ -20,6 +20,7 @@ import sys
 import time
 
 from .analyze import median_for, split_key
+from .gpus import entry_label as gpu_label
 
 VERDICT_COLOURS = {"pass": "#4c9a2a", "fail": "#c62828", "retest": "#ef8f00", "untested": "#9e9e9e"}
 
@@ -51,7 +52,8 @@ def chart_keys(analysis: dict) -> list[str]:
     keys = set(analysis.get("median", {}))
     for v in analysis["nodes"].values():
         keys.update((v.get("keys") or {}).keys())
-    keys = {k for k in keys if analysis["median"].get(k) is not None}
+    # per-GPU keys: their GPUs are in the GPU table (a bar per GPU of the fleet would be unreadable)
+    keys = {k for k in keys if analysis["median"].get(k) is not None and split_key(k)[1] != "gpu"}
     return sorted(keys, key=lambda k: (split_key(k)[1] != "pair", k))
 
 
@@ -131,9 +133,35 @@ def _num(x: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+MAX_GPU_ROWS = 500  # GPUs listed (worst first); the rest are counted
+
+
+def gpu_rows(analysis: dict) -> list[dict]:
+    """Every GPU's entry of every test (nodes.NODE.gpus), worst first: verdict,
+    then score against its key's median."""
+    from .analyze import VERDICT_ORDER
+
+    out = []
+    for node, v in analysis["nodes"].items():
+        for g, tests in (v.get("gpus") or {}).items():
+            for e in tests.values():
+                rel = e["score"] / e["median"] if e.get("score") is not None and e.get("median") else None
+                out.append({**e, "node": node, "gpu": int(g), "vs_median": rel})
+    return sorted(out, key=lambda e: (VERDICT_ORDER.index(e["verdict"]), e["vs_median"] is None,
+                                      e["vs_median"] or 0, e["node"], e["gpu"], e["test"]))
+
+
 def render_html(analysis: dict, title: str) -> str:
     esc = html.escape
     threshold = float(analysis.get("threshold", 0.9))
+
+    def worst_gpu(v: dict) -> str:
+        e = v.get("gpu")
+        if not e:
+            return "-"
+        rel = f" {e['score'] / e['median']:.1%}" if e.get("score") is not None and e.get("median") else ""
+        return f"{gpu_label(e)} {e['test']} {e['verdict']}{rel}"
+
     nodes = analysis["nodes"]
     counts: dict[str, int] = {}
     for v in nodes.values():
@@ -142,6 +170,7 @@ def render_html(analysis: dict, title: str) -> str:
     noise = analysis.get("noise") or {}
     keys_info = analysis.get("keys") or {}
 
+    gpu_col = any(v.get("gpus") for v in nodes.values())  # runs with per-GPU tests: each node's worst GPU
     rows = []
     for name, v in sorted(nodes.items(), key=lambda item: (item[1].get("score") is None, item[1].get("score") or 0,
                                                             item[0])):
@@ -154,7 +183,8 @@ def render_html(analysis: dict, title: str) -> str:
             f'<td class="verdict">{esc(str(v.get("verdict", "")))}</td>'
             f'<td class="key">{esc(key or "-")}</td><td class="score">{_num(score)}</td>'
             f'<td class="median">{_num(median)}</td><td class="rel">{rel}</td>'
-            f'<td>{"yes" if name in drain else ""}</td></tr>')
+            f'<td>{"yes" if name in drain else ""}</td>'
+            + (f'<td class="gpu">{esc(worst_gpu(v))}</td>' if gpu_col else "") + '</tr>')
 
     med_rows = []
     for key, value in sorted(analysis.get("median", {}).items()):
@@ -177,10 +207,30 @@ def render_html(analysis: dict, title: str) -> str:
                        f'{len(analysis.get("below_baseline", {}))} nodes are well below their own baselines; '
                        'baselines were not updated. Suspect the fabric, a driver/NCCL change or a bug.</p>')
     below = "".join(
-        f'<tr data-node="{esc(n)}"><td>{esc(n)}</td><td>{esc(b.get("key", "-"))}</td>'
+        f'<tr data-node="{esc(n)}"><td>{esc(n)}</td><td class="gpu">{esc(gpu_label(b) if "gpu" in b else "-")}</td>'
+        f'<td>{esc(b.get("key", "-"))}</td>'
         f'<td class="score">{_num(b["score"])}</td><td class="baseline">{_num(b["baseline"])}</td>'
         f'<td class="rel">{b["score"] / b["baseline"]:.1%}</td></tr>'
         for n, b in sorted(analysis.get("below_baseline", {}).items()))
+    gpus = gpu_rows(analysis)
+    gpu_counts: dict[str, int] = {}
+    for e in gpus:
+        gpu_counts[e["verdict"]] = gpu_counts.get(e["verdict"], 0) + 1
+    flagged = [e for e in gpus if e["verdict"] != "pass"]
+    gpu_table = "".join(
+        f'<tr class="{esc(e["verdict"])}" data-node="{esc(e["node"])}" data-gpu="{e["gpu"]}"><td>{esc(e["node"])}</td>'
+        f'<td>{esc(gpu_label(e))}</td><td>{esc(e.get("serial") or "-")}</td><td>{esc(e["test"])}</td>'
+        f'<td class="verdict">{esc(e["verdict"])}</td><td class="score">{_num(e.get("score"))} {esc(e.get("unit", ""))}</td>'
+        f'<td class="median">{_num(e.get("median"))}</td><td class="rel">{_num(e["vs_median"], "{:.1%}")}</td>'
+        f'<td>{e.get("runs", 1)}</td><td>{esc(e.get("why", ""))}</td></tr>'
+        for e in flagged[:MAX_GPU_ROWS])
+    gpu_section = "" if not gpus else (
+        f'<h2>GPUs</h2><p id="gpu-summary">{len(gpus)} GPU test results ('
+        + esc(", ".join(f"{k}: {n}" for k, n in sorted(gpu_counts.items()))) + "); not passing"
+        + (f" (the worst {MAX_GPU_ROWS} of {len(flagged)})" if len(flagged) > MAX_GPU_ROWS else "") + ":</p>"
+        '<table id="gpus"><thead><tr><th>node</th><th>GPU</th><th>serial</th><th>test</th><th>verdict</th>'
+        '<th>score</th><th>median</th><th>vs median</th><th>runs</th><th>why</th></tr></thead>'
+        f"<tbody>{gpu_table}</tbody></table>")
     incomplete = "".join(f"<li>task {esc(str(t))}: did not finish; its untested nodes are reported untested</li>"
                          for t in analysis.get("incomplete_tasks", [])) or "<li>none</li>"
     plan = "".join(f"<li>round {i + 1}: " + ", ".join(f"{esc(a)} + {esc(b)}" for a, b in rnd) + "</li>"
@@ -211,7 +261,7 @@ of each test. Nodes: {len(nodes)} ({esc(summary)}). Drained: {len(drain)}.</p>
 <th>line GB/s</th><th>drain below GB/s (3 partners)</th></tr></thead><tbody>{''.join(med_rows)}</tbody></table>
 {charts}
 <h2>Below their own baselines</h2>
-<table id="below"><thead><tr><th>node</th><th>key</th><th>score GB/s</th><th>baseline GB/s</th><th>vs baseline</th></tr></thead>
+<table id="below"><thead><tr><th>node</th><th>GPU</th><th>key</th><th>score</th><th>baseline</th><th>vs baseline</th></tr></thead>
 <tbody>{below}</tbody></table>
 <h2>Suspect links (drain nothing)</h2><ul id="links">{links}</ul>
 <h2>Incomplete tasks</h2><ul id="incomplete">{incomplete}</ul>
@@ -220,8 +270,9 @@ of each test. Nodes: {len(nodes)} ({esc(summary)}). Drained: {len(drain)}.</p>
 <h2>Problems</h2><ul id="problems">{problems}</ul>
 <h2>Nodes</h2>
 <table id="nodes"><thead><tr><th>node</th><th>verdict</th><th>judged by</th><th>score GB/s</th><th>median GB/s</th>
-<th>vs median</th><th>drained</th></tr></thead>
+<th>vs median</th><th>drained</th>{"<th>worst GPU</th>" if gpu_col else ""}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
+{gpu_section}
 </body></html>
 """
 

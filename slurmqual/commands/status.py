@@ -118,8 +118,10 @@ def render(table: list[dict], counts: dict[str, int], guard: dict | None = None,
     if not summary_only:
         wn = max([4] + [len(r["node"]) for r in table])
         ws = max([5] + [len(r["slurm_state"]) for r in table])
+        gpu_col = any(r.get("gpus") for r in table)
+        wg = max([3] + [len(worst_gpu(r.get("gpus") or [])) for r in table]) if gpu_col else 0
         lines.append(f"{'NODE':<{wn}} {'SLURM':<{ws}} {'QUAL':<9} {'BURN-IN':<16} {'SCORE':>7} {'/MED':>5} "
-                     f"{'/BASE':>5}  FAILING / REASON")
+                     f"{'/BASE':>5}  " + (f"{'GPU':<{wg}}  " if gpu_col else "") + "FAILING / REASON")
         for r in table:
             score = "-" if r["score"] is None else f"{r['score']:.1f}"
             tail = ",".join(r["failing_checks"])
@@ -127,7 +129,8 @@ def render(table: list[dict], counts: dict[str, int], guard: dict | None = None,
                 tail = f"{tail} {r['reason']}".strip()
             lines.append(f"{r['node']:<{wn}} {r['slurm_state']:<{ws}} {r['qualification']:<9} "
                          f"{when(r['last_burnin']):<16} {score:>7} {pct(r['vs_median']):>5} "
-                         f"{pct(r['vs_baseline']):>5}  {tail}")
+                         f"{pct(r['vs_baseline']):>5}  "
+                         + (f"{worst_gpu(r.get('gpus') or []):<{wg}}  " if gpu_col else "") + tail)
     lines.append(" ".join(f"{k}={v}" for k, v in counts.items()) + f" total={len(table)}")
     lines += guard_lines(guard)
     lines += config_problem_lines(config_problems or {})
@@ -142,7 +145,43 @@ def _burnin_facts(config, names: list[str]) -> dict[str, dict]:
         if store is None:
             return {}
         walk = getattr(store, "last_burnin_walk", None)  # SQLite: runs newest first, stops early
-        return walk(names) if walk else store.last_verdicts(names)
+        facts = walk(names) if walk else store.last_verdicts(names)
+        last_gpus = getattr(store, "last_gpus", None)
+        if last_gpus:  # each node's GPUs in its last burn-in (primary-key lookups)
+            for n, gpus in last_gpus({n: b["run_id"] for n, b in facts.items() if b.get("run_id")}).items():
+                facts[n]["gpus"] = gpus
+        return facts
+
+
+def gpu_scores(gpus: list[dict]) -> list[dict]:
+    """A node's per-GPU results for `status --json`: each GPU and test with its
+    verdict, score and the score against its key's fleet median and its own
+    (serial's) baseline."""
+    from ..burnin.analyze import split_key
+
+    return [{"gpu": g["gpu"], "test": split_key(g["key"])[0], "key": g["key"], "verdict": g["verdict"],
+             "score": g["score"], "vs_median": ratio(g["score"], g["median"]),
+             "vs_baseline": ratio(g["score"], g["baseline"]), "serial": g["serial"], "pci": g["pci"]}
+            for g in gpus]
+
+
+def worst_gpu(gpus: list[dict]) -> str:
+    """The table's GPU column: `3:gemm fail 84%` for the worst GPU result, `8 ok` when all pass."""
+    from ..burnin.analyze import VERDICT_ORDER
+
+    if not gpus:
+        return "-"
+    worst = min(gpus, key=lambda g: (VERDICT_ORDER.index(g["verdict"]), g["vs_median"] is None, g["vs_median"] or 0))
+    if worst["verdict"] == "pass":
+        return f"{len({g['gpu'] for g in gpus})} ok"
+    rel = "" if worst["vs_median"] is None else f" {worst['vs_median']:.0%}"
+    return f"{worst['gpu']}:{worst['test']} {worst['verdict']}{rel}"
+
+
+def add_gpus(table: list[dict], burnin: dict[str, dict]) -> None:
+    """Each row's `gpus` (per-GPU scores of its last burn-in; [] without per-GPU tests)."""
+    for r in table:
+        r["gpus"] = gpu_scores(burnin.get(r["node"], {}).get("gpus") or [])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -181,6 +220,7 @@ def main(args: argparse.Namespace) -> int:
     problems = current(read_all([DEFAULT_STATE_DIR, state_dir], set(names)),
                        {n: st.time for n, st in state.items()})
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
+    add_gpus(table, burnin_facts)
     if args.state:
         table = [r for r in table if r["qualification"] == args.state]
     counts = summary(table)
