@@ -81,7 +81,7 @@ def installed_layout(work: str, dev_python: str, config: str, cache_dir: str) ->
     venv of the same base interpreter with the package copied into its
     site-packages and the wrapper `slurmqual install` writes. It has no
     pydantic: the hook must run from the config cache the dev run filled."""
-    from slurmqual.commands.install import wrapper_text
+    from slurmqual.nodeinstall.templates import wrapper_text
 
     base = subprocess.run([dev_python, "-c", "import sys; print(sys._base_executable)"], capture_output=True,
                           text=True, check=True).stdout.strip()

@@ -4,8 +4,6 @@ loss spikes that look like hyperparameter problems, so name the odd ones out."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 

@@ -103,7 +103,7 @@ def findings(conf: dict[str, str], version: tuple[int, int] | None, budget_s: fl
     for key, since in KEY_SINCE.items():
         if key in conf and ver < since:
             out.append((False, f"slurm.conf {key}", f"{shown} does not know this key (it is {since[0]}.{since[1]:02d}+): "
-                        "slurmctld refuses the file", f"remove it; use PrologEpilogTimeout"))
+                        "slurmctld refuses the file", "remove it; use PrologEpilogTimeout"))
     states = items(conf.get("healthchecknodestate", ""))
     for word, since in STATE_SINCE.items():
         if word not in states:

@@ -106,7 +106,8 @@ def test_an_unusable_config_is_shown_in_the_default_log_status_and_install_check
     line must also land where an admin looks (the default log file, `status`,
     `install --check`), until a hook runs with a usable config again."""
     from slurmqual import configproblem
-    from slurmqual.commands import install, status
+    from slurmqual.commands import status
+    from slurmqual.nodeinstall import check as install
 
     defaults = tmp_path / "var"
     (defaults / "state").mkdir(parents=True, mode=0o755)

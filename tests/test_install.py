@@ -242,7 +242,7 @@ def test_check_accepts_settings_that_outlast_the_hooks(tmp_path, version, keys):
 
 def test_reboot_program_is_needed_only_when_the_ladder_may_reboot():
     from slurmqual import slurmconf
-    from slurmqual.commands.install import ladder_may_reboot
+    from slurmqual.nodeinstall.check import ladder_may_reboot
     from slurmqual.config import Config
 
     def problems_of(conf, may):

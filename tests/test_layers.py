@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "slurmqual.burnin.": ENGINE,   # a new burn-in parser or judge; the flows are named below
     # flows: what runs on a node or drives the cluster
     "slurmqual.hooks": FLOWS, "slurmqual.requalify": FLOWS, "slurmqual.burnin.runner": FLOWS,
+    "slurmqual.nodeinstall": FLOWS, "slurmqual.nodeinstall.": FLOWS,   # admin: install and --check
     "slurmqual.burnin.task": FLOWS, "slurmqual.burnin.gputask": FLOWS,
     # commands: one module per subcommand (argument parsing, printing)
     "slurmqual.commands": COMMANDS, "slurmqual.commands.": COMMANDS,
