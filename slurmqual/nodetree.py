@@ -30,6 +30,7 @@ DEFAULT_MODULES = [
     ("ib_core", 454656, 3, "mlx5_ib,ib_uverbs,nvidia_peermem,"),
     ("mlx5_core", 2330624, 1, "mlx5_ib,"),
 ]
+BRIDGE_UNUSED_LINKS = (4, 5, 10, 11, 16, 17)   # H100 PCIe with 3 NVLink bridges (real output)
 COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "link_error_recovery",
             "local_link_integrity_errors", "excessive_buffer_overrun_errors", "port_xmit_discards",
             "port_rcv_data", "port_xmit_data")
@@ -82,6 +83,10 @@ class NodeSpec:
     # fabric_status, recovery_action).
     gpu_report: dict[int, dict[str, str]] = field(default_factory=dict)
     nvlink_down: dict[int, list[int]] = field(default_factory=dict)   # GPU index -> inactive links
+    # H100 PCIe boards joined in pairs (GPU 0-1, 2-3, ...) by NVLink bridges, as a real
+    # HPE DL380a pair reports them (tests/data/real/nvidia/SOURCES.tsv): 18 links listed,
+    # 4, 5, 10, 11, 16, 17 '<inactive>'; `nvidia-smi topo -m` shows NV12 between the pair.
+    nvlink_bridged: bool = False
     fabric_manager: bool = True           # nv-fabricmanager process running
     record_gpu_tools: bool = True
     # Kernel log (/dev/kmsg records): (seconds after boot, message) added after the boot records.
@@ -94,6 +99,14 @@ class NodeSpec:
     # e.g. {2: {"tx_pause_storm_error_events": 1}}; and `mlnx_qos -i` trust, idx -> "pcp".
     pause_counters: dict[int, dict[str, int]] = field(default_factory=dict)
     qos_trust: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def gpu_product(self) -> str:
+        return "NVIDIA H100 PCIe" if self.nvlink_bridged else "NVIDIA H100 80GB HBM3"
+
+    def nvlink_unused(self) -> set[int]:
+        """Links nvidia-smi lists that the GPU's NVLink wiring does not use."""
+        return set(BRIDGE_UNUSED_LINKS) if self.nvlink_bridged else set()
 
     def numa_of(self, i: int, kind: str) -> int:
         override = (self.gpu_numa if kind == "gpu" else self.nic_numa).get(i)
@@ -149,6 +162,8 @@ EXAMPLES: dict[str, tuple[str, NodeSpec]] = {
     "xid-79": ("kernel log: GPU 0000:3a:00 fell off the bus (Xid 79) 10 minutes ago",
                _roce(kmsg=[(85800.0, "NVRM: GPU at PCI:0000:3a:00: GPU-5a3d2c02-1b7e-4f0a-9c1d-0c2e8f1a0002"),
                            (85800.1, "NVRM: Xid (PCI:0000:3a:00): 79, pid=0, GPU has fallen off the bus.")])),
+    "h100-pcie-bridged-healthy": ("healthy 8x H100 PCIe in 4 NVLink-bridged pairs (12 of the 18 listed links in use)",
+                                 _roce(nvswitches=0, nvlink_bridged=True)),
     "fabric-manager-down": ("nvidia-fabricmanager stopped; GPUs stuck in fabric state In Progress",
                             _roce(fabric_manager=False,
                                   gpu_report={i: {"fabric_state": "In Progress", "fabric_status": "N/A"}
@@ -345,6 +360,7 @@ def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
         record_output(root, ["nvidia-smi", "-q", "-x"], smi_xml(spec, gpu_bdfs))
         record_output(root, ["nvidia-smi", "nvlink", "-s"], nvlink_status(spec, len(gpu_bdfs)))
         record_output(root, ["nvidia-smi", "nvlink", "-e"], nvlink_errors(spec, len(gpu_bdfs)))
+        record_output(root, ["nvidia-smi", "topo", "-m"], topo_matrix(spec, len(gpu_bdfs)))
         record_output(root, ["dcgmi", "diag", "-r", "2", "-j"], dcgm_diag(spec, len(gpu_bdfs)),
                       rc=226 if spec.dcgm_fail else 0)
     if spec.nccl:  # as Debian/Ubuntu's libnccl2 installs it: real file plus soname links
@@ -409,7 +425,7 @@ def _gpu_xml(spec: NodeSpec, n: int, bdf: str) -> str:
     i = "\t\t"
     return "\n".join([
         f'\t<gpu id="{busid}">',
-        f"{i}<product_name>NVIDIA H100 80GB HBM3</product_name>",
+        f"{i}<product_name>{spec.gpu_product}</product_name>",
         f"{i}<product_brand>NVIDIA</product_brand>",
         f"{i}<product_architecture>Hopper</product_architecture>",
         f"{i}<persistence_mode>{r['persistence']}</persistence_mode>",
@@ -496,9 +512,9 @@ def _nvlink_report(spec: NodeSpec, n_gpus: int, links_of) -> str:
     lines, or NVML's message when every link of the GPU is inactive."""
     lines = []
     for n in range(n_gpus):
-        lines.append(f"GPU {n}: NVIDIA H100 80GB HBM3 (UUID: GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d})")
+        lines.append(f"GPU {n}: {spec.gpu_product} (UUID: GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d})")
         down = spec.nvlink_down.get(n, [])
-        if len(down) >= 18:
+        if len(set(down) | spec.nvlink_unused()) >= 18:
             lines.append("NVML: Unable to retrieve NVLink information as all links are inactive")
             continue
         lines += links_of(n, down)
@@ -506,9 +522,35 @@ def _nvlink_report(spec: NodeSpec, n_gpus: int, links_of) -> str:
 
 
 def nvlink_status(spec: NodeSpec, n_gpus: int) -> str:
-    """`nvidia-smi nvlink -s` as driver 5xx prints it on an H100 SXM (18 links)."""
+    """`nvidia-smi nvlink -s` as driver 5xx prints it on an H100 SXM (18 links)
+    or a bridged H100 PCIe (18 listed, the unused ones '<inactive>')."""
+    unused = spec.nvlink_unused()
     return _nvlink_report(spec, n_gpus, lambda n, down: [
-        f"\t Link {link}: " + ("<inactive>" if link in down else "26.562 GB/s") for link in range(18)])
+        f"\t Link {link}: " + ("<inactive>" if link in down or link in unused else "26.562 GB/s")
+        for link in range(18)])
+
+
+def topo_matrix(spec: NodeSpec, n_gpus: int) -> str:
+    """`nvidia-smi topo -m` (GPU part, space-separated, driver 555 layout): NV18
+    to every peer through NVSwitches, NV12 between bridged pairs, else NODE
+    within a socket and SYS across."""
+    head = "        " + "".join(f"GPU{j:<5}" for j in range(n_gpus)) + "CPU Affinity    NUMA Affinity   GPU NUMA ID"
+    rows = [head]
+    for a in range(n_gpus):
+        cells = []
+        for b in range(n_gpus):
+            if a == b:
+                cells.append(" X  ")
+            elif spec.nvlink_bridged and a // 2 == b // 2:
+                cells.append("NV12")
+            elif spec.nvswitches and not spec.nvlink_bridged:
+                cells.append("NV18")                  # every peer through the NVSwitches
+            else:
+                cells.append("NODE" if spec.numa_of(a, "gpu") == spec.numa_of(b, "gpu") else "SYS")
+        numa = spec.numa_of(a, "gpu")
+        rows.append(f"GPU{a:<5}" + "".join(f"{c:<8}" for c in cells) + f"{'0-55' if numa == 0 else '56-111':<16}"
+                    f"{numa:<16}N/A")
+    return "\n".join(rows + ["", "Legend:", "", "  X    = Self", "  NV#  = Connection traversing a bonded set of # NVLinks"])
 
 
 def nvlink_errors(spec: NodeSpec, n_gpus: int) -> str:
@@ -516,7 +558,7 @@ def nvlink_errors(spec: NodeSpec, n_gpus: int) -> str:
     counters per link, a blank line between links (real output: SOURCES.tsv)."""
     def links_of(n: int, down: list[int]) -> list[str]:
         out = []
-        links = [link for link in range(18) if link not in down]
+        links = [link for link in range(18) if link not in down and link not in spec.nvlink_unused()]
         for k, link in enumerate(links):
             errs = spec.nvlink_errors.get((n, link), {})
             for label, key in (("Replay Errors", "replay"), ("Recovery Errors", "recovery"), ("CRC Errors", "crc")):

@@ -21,7 +21,10 @@ BROKEN = {
 STANDARD = [n for n, s in REGISTRY.items() if s.level in ("standard", "slow")]
 
 
-@pytest.mark.parametrize("example", ["h100-roce-healthy", "h100-ib-healthy"])
+HEALTHY = ["h100-roce-healthy", "h100-ib-healthy", "h100-pcie-bridged-healthy"]
+
+
+@pytest.mark.parametrize("example", HEALTHY)
 def test_healthy_examples_pass_every_check(tmp_path, example, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # standard level without mlxconfig
     root = tree(tmp_path, example)
@@ -33,7 +36,7 @@ def test_healthy_examples_pass_every_check(tmp_path, example, monkeypatch):
 
 
 def test_every_example_is_tested():
-    assert set(EXAMPLES) == set(BROKEN) | {"h100-roce-healthy", "h100-ib-healthy"}
+    assert set(EXAMPLES) == set(BROKEN) | set(HEALTHY)
 
 
 @pytest.mark.parametrize("example,failing", sorted(BROKEN.items()))

@@ -9,7 +9,7 @@ import pytest
 from nodes import FULL, check, config, context, tree
 from slurmqual.checks import REGISTRY, run_one
 from slurmqual.checks import gpu_memory
-from slurmqual.nodetree import NodeSpec, record_output
+from slurmqual.nodetree import EXAMPLES, NodeSpec, record_output
 from slurmqual.probe import nvsmi
 from slurmqual.result import Status
 from test_probe_nvsmi import real, shared
@@ -151,6 +151,8 @@ def bridged(tmp_path, status: str, topo: str | None, name: str = "node"):
     record_output(root, ["nvidia-smi", "nvlink", "-s"], status)
     if topo is not None:
         record_output(root, ["nvidia-smi", "topo", "-m"], topo)
+    else:                                        # the tool fails
+        record_output(root, ["nvidia-smi", "topo", "-m"], "Failed to initialize NVML: Unknown Error\n", rc=255)
     return root
 
 
@@ -197,6 +199,18 @@ def test_real_8x_a6000_bridged_pairs_pass_and_a_gpu_whose_peer_still_shows_nv4_f
     r = std(bridged(tmp_path, dead, topo, name="dead"), "nvlink", config())
     assert r.status is Status.FAIL and r.devices == ["GPU 5"] and "all links inactive (expected 4)" in r.message
 
+
+def test_bridged_pcie_example_tree_and_a_lost_bridge_link(tmp_path):
+    root = tree(tmp_path, "h100-pcie-bridged-healthy")
+    r = std(root, "nvlink", config())
+    assert r.status is Status.PASS and r.message.startswith("8 GPUs x 12 NVLinks active at 26.562 GB/s")
+    with open(f"{root}/var/lib/slurmqual-recorded/nvidia-smi_topo_-m.out") as fh:
+        assert nvsmi.parse_topo_nvlink_peers(fh.read())[6] == {7: 12}
+    lost = tree(tmp_path, EXAMPLES["h100-pcie-bridged-healthy"][1], name="lost", nvlink_down={3: [13]})
+    r = std(lost, "nvlink", config())
+    assert r.status is Status.FAIL and r.devices == ["GPU 3"] and "11 of 12 links active" in r.message
+    sxm = std(tree(tmp_path, name="sxm", nvlink_down={3: [13]}), "nvlink", config())
+    assert "17 of 18 links active (down: 13)" in sxm.message
 
 def test_expected_links_by_product_name():
     from slurmqual.checks.nvlink import expected_links
