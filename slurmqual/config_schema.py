@@ -164,6 +164,9 @@ class BurninCfg(Strict):
         if bad or len(set(v)) != len(v):
             raise ValueError(f"rails are RDMA device names (mlx5_0), each once; bad: {bad or 'a repeat'}")
         return v
+    # Retest rounds the analysis submits itself for nodes it cannot decide
+    # (`retest`): each pairs them with proven-good partners. 0: print the plan only.
+    max_retest_rounds: int = Field(2, ge=0, le=10)
 
 
 class StoreCfg(Strict):

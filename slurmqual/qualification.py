@@ -29,6 +29,7 @@ class NodeFacts:
     score: float | None = None
     median: float | None = None
     baseline: float | None = None
+    retest_note: str = ""                 # "retest round 1 of 2 submitted ...": its burn-in is still deciding
 
 
 def drained_by_us(f: NodeFacts) -> bool:
@@ -54,6 +55,8 @@ def judge(f: NodeFacts, now: float, max_age_s: float) -> str:
         return UNKNOWN
     if f.burnin_verdict == "fail":
         return FAILED
+    if f.burnin_verdict == "retest" and f.retest_note:
+        return PENDING
     if f.burnin_verdict != "pass":
         return UNKNOWN
     # A failing hook check after the burn-in means the node is no longer known good.

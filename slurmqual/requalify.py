@@ -45,10 +45,12 @@ def progress(run_dir: str) -> str:
     """`tasks 1/3 done, 12 measurements so far` from a run directory's result files."""
     import glob
 
+    from .burnin.rundir import planned_tasks
+
     try:
         with open(os.path.join(run_dir, "plan.json")) as fh:
-            total = len(json.load(fh)["groups"])
-    except (OSError, ValueError, KeyError, TypeError):
+            total = len(planned_tasks(run_dir, json.load(fh)))  # retest rounds' tasks included
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         total = 0
     done = measured = 0
     for path in glob.glob(os.path.join(run_dir, "results", "task-*.json")):
@@ -328,29 +330,47 @@ class Requalify:
             sub = submit(self.config, self.adapter, nodes + refs, None, self.reservation, explicit_rounds=rounds)
         except KeyboardInterrupt as exc:  # submit's own SIGTERM handler, while it held the signal
             raise Cancelled(f"cancelled by {exc}" if str(exc).startswith("signal ") else "cancelled") from None
-        self.jobs = [sub["array_job"], sub["analysis_job"]]
-        self.out(f"burn-in {sub['run_id']}: array {sub['array_job']}, analysis {sub['analysis_job']}")
-        path = os.path.join(sub["run_dir"], "analysis.json")
-        deadline = time.monotonic() + 4 * 3600
+        self.out(f"burn-in {sub['run_id']}: task job {sub['array_job']}, analysis {sub['analysis_job']}")
+        return self._follow(sub["run_dir"], time.monotonic() + 4 * 3600)
+
+    def _follow(self, run_dir: str, deadline: float) -> dict:
+        """Wait for the burn-in's decision within requalify's own time: its
+        analysis may submit retest rounds (swapped nodes it cannot decide,
+        paired with reference nodes they have not met, inside the
+        reservation); each round's jobs are cancelled with requalify's."""
+        from .burnin import rundir
+
+        stage = rundir.current(run_dir)
         last_line, last_time = "", 0.0
         while time.monotonic() < deadline:
-            job = self.adapter.jobs([sub["analysis_job"]]).get(sub["analysis_job"])
+            self.jobs = [*stage["tasks"].values(), *([stage["analysis"]] if stage["analysis"] else [])]
+            job = self.adapter.jobs([stage["analysis"]]).get(stage["analysis"])
             if job is None or not job.active:
+                nxt = rundir.current(run_dir)
+                if nxt["round"] > stage["round"]:
+                    self.out(f"burn-in: {rundir.describe(nxt)}")
+                    stage = nxt
+                    continue
                 break
-            line = f"burn-in: {progress(sub['run_dir'])}; analysis {job.state.lower()}"
+            what = "burn-in" if not stage["round"] else f"burn-in retest round {stage['round']} of {stage['of']}"
+            line = f"{what}: {progress(run_dir)}; analysis {job.state.lower()}"
             if line != last_line or time.monotonic() - last_time > 60:
                 self.out(f"{time.strftime('%H:%M:%S')} {line}")
                 last_line, last_time = line, time.monotonic()
             time.sleep(2)
         else:
-            raise RequalifyError(f"burn-in did not finish within 4 h (see {sub['run_dir']}/logs)")
+            raise RequalifyError(f"burn-in did not finish within 4 h (see {run_dir}/logs)")
         try:
-            with open(path) as fh:
+            with open(os.path.join(run_dir, "analysis.json")) as fh:
                 analysis = json.load(fh)
         except (OSError, ValueError):
-            # E.g. the analysis job was cancelled while the array still runs: the
-            # array stays in self.jobs so the cleanup cancels it (and the reservation can go).
-            raise RequalifyError(f"burn-in produced no analysis (see {sub['run_dir']}/logs)") from None
+            # E.g. the analysis job was cancelled while the tasks still run: they
+            # stay in self.jobs so the cleanup cancels them (and the reservation can go).
+            raise RequalifyError(f"burn-in produced no analysis (see {run_dir}/logs)") from None
+        rt = analysis.get("retest") or {}
+        if rt.get("round", 0) < stage["round"] or rt.get("final") is False:
+            raise RequalifyError(f"the burn-in's retest round {stage['round']} ended without an analysis "
+                                 f"(see {run_dir}/logs)")
         self.jobs = []
         return analysis
 

@@ -60,7 +60,7 @@ def test_v1_store_migrates_to_keyed_baselines(tmp_path, monkeypatch):
     assert s.version() == len(MIGRATIONS)
     assert s.all_baselines() == {"all_reduce:pair": {"n1": 381.0}} and s.baselines() == {"n1": 381.0}
     assert s.last_burnin(["n1"])["n1"] == {"time": 1000.0, "verdict": "pass", "score": 381.0, "median": 380.0,
-                                           "key": "all_reduce:pair", "baseline": 381.0}
+                                           "key": "all_reduce:pair", "baseline": 381.0, "run_id": "r1"}
 
 
 def test_reanalysis_is_idempotent_and_versions_tracked(tmp_path):

@@ -36,12 +36,13 @@ LAYERS: dict[str, int] = {
     "slurmqual.slurmconf": ENGINE,
     "slurmqual.burnin": ENGINE, "slurmqual.burnin.store": ENGINE, "slurmqual.burnin.analyze": ENGINE,
     "slurmqual.burnin.pairs": ENGINE, "slurmqual.burnin.noise": ENGINE, "slurmqual.burnin.parse": ENGINE,
-    "slurmqual.burnin.plan": ENGINE, "slurmqual.burnin.report": ENGINE, "slurmqual.burnin.gpus": ENGINE,
+    "slurmqual.burnin.plan": ENGINE, "slurmqual.burnin.rundir": ENGINE, "slurmqual.burnin.report": ENGINE, "slurmqual.burnin.gpus": ENGINE,
     "slurmqual.burnin.gpuparse": ENGINE, "slurmqual.burnin.topology": ENGINE, "slurmqual.burnin.fabricmap": ENGINE,
     "slurmqual.burnin.components": ENGINE, "slurmqual.burnin.perftest": ENGINE,
     "slurmqual.burnin.": ENGINE,   # a new burn-in parser or judge; the flows are named below
     # flows: what runs on a node or drives the cluster
     "slurmqual.hooks": FLOWS, "slurmqual.requalify": FLOWS, "slurmqual.burnin.runner": FLOWS,
+    "slurmqual.burnin.retest": FLOWS,
     "slurmqual.nodeinstall": FLOWS, "slurmqual.nodeinstall.": FLOWS,   # admin: install and --check
     "slurmqual.burnin.task": FLOWS, "slurmqual.burnin.gputask": FLOWS,
     # commands: one module per subcommand (argument parsing, printing)

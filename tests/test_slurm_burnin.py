@@ -194,3 +194,94 @@ def test_all_reduce_and_alltoall_keep_separate_verdicts_and_baselines(cluster):
     hist = json.loads(sq(cluster, "history", "n1", "--json").stdout)
     assert any(e["kind"] == "baseline" and e["detail"].startswith("alltoall:pair ") for e in hist["events"])
     cluster.run("scontrol", "update", "nodename=n3", "state=resume")
+
+
+# -- retest rounds: the run decides its ambiguous nodes itself ---------------------
+
+# n5 is a little slow with each of its first-round partners (n4, n6, n8 in the circle
+# method's rounds 0-2): below the line, inside the noise margin, so `retest`. Retest
+# round 1 pairs it with two proven-good nodes it has not met, where it runs at full
+# speed (the first partners' links were the trouble): with all measurements, a pass.
+BORDERLINE = {"links": {"n4,n5": 0.89, "n5,n6": 0.89, "n5,n8": 0.89}, "noise": 0.0, "seed": 7}
+
+
+def wait_for(pred, timeout=180, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stage(run_dir: str, k: int) -> dict | None:
+    try:
+        with open(os.path.join(run_dir, f"retest-{k}.json")) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def test_a_borderline_node_is_retested_and_decided_within_the_run(cluster):
+    before = drained(cluster)
+    run_dir = submit(cluster, BORDERLINE)
+    first = wait_for(lambda: (s := stage(run_dir, 1)) and s["state"] == "submitted" and s, what="retest round 1")
+    assert first["suspects"] == ["n5"] and first["of"] == 2
+    partners = {p[1] for rnd in first["rounds"] for p in rnd}
+    assert len(partners) == 2 and not partners & {"n4", "n6", "n8"}  # new partners (n8: n5's round-2 partner)
+    # While round 1 runs, status says so for n5 (its last verdict: retest).
+    st = json.loads(sq(cluster, "status", "n5", "--json").stdout)
+    row = st["nodes"][0]
+    if row["qualification"] == "pending":  # the round may already be over on a fast machine
+        assert any("retest round 1 of 2 submitted" in x for x in row["failing_checks"])
+    a = finish(cluster, run_dir)
+    w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "60")
+    assert "retest round 1 of 2" in w.stdout and "decided after 1 retest round(s) of 2" in w.stdout
+    assert a["retest"]["round"] == 1 and a["retest"]["final"] is True
+    assert a["nodes"]["n5"]["verdict"] == "pass" and a["drain"] == []
+    assert {v["verdict"] for v in a["nodes"].values()} == {"pass"}
+    with open(os.path.join(run_dir, "results", "task-r1-0.json")) as fh:
+        res = json.load(fh)
+    assert res["complete"] and {tuple(sorted(m["nodes"])) for m in res["measurements"]} == \
+        {tuple(sorted(p)) for rnd in first["rounds"] for p in rnd}
+    assert all(m["retest"] == 1 for m in res["measurements"])
+    assert drained(cluster) == before
+    # One run in the store: the final verdicts replaced the first analysis'.
+    db = sqlite3.connect(os.path.join(cluster.base, "slurmqual.db"))
+    try:
+        rows = db.execute("SELECT verdict FROM verdicts WHERE run_id = ? AND node = 'n5'",
+                          (os.path.basename(run_dir),)).fetchall()
+    finally:
+        db.close()
+    assert rows == [("pass",)]
+
+
+def test_no_retest_only_prints_the_plan(cluster):
+    cluster.fabric(dict({"base": 400}, **BORDERLINE))
+    p = sq(cluster, "burnin", "submit", "--no-retest")
+    assert p.returncode == 0 and "no retest rounds" in p.stdout, p.stderr
+    a = finish(cluster, re.search(r"run dir (\S+)", p.stdout).group(1))
+    assert a["nodes"]["n5"]["verdict"] == "retest" and a["retest_plan"] and a["retest"]["max_rounds"] == 0
+    assert a["drain"] == []
+
+
+def test_cancelling_the_run_during_a_retest_round_leaves_it_consistent(cluster):
+    cluster.fabric(dict({"base": 400, "hang_pairs": []}, **BORDERLINE))
+    run_dir = submit(cluster, BORDERLINE)
+    wait_for(lambda: (s := stage(run_dir, 1)) and s["state"] == "submitted", what="retest round 1")
+    run_id = os.path.basename(run_dir)
+    cluster.run("scancel", f"--name=slurmqual-burnin-{run_id}")
+    cluster.run("scancel", f"--name=slurmqual-analysis-{run_id}")
+    w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "120", timeout=180)
+    assert w.returncode == 1 and "the run did not finish" in w.stdout, w.stdout + w.stderr
+    with open(os.path.join(run_dir, "analysis.json")) as fh:
+        a = json.load(fh)
+    assert a["retest"]["round"] == 0 and a["nodes"]["n5"]["verdict"] == "retest" and a["drain"] == []
+    assert drained(cluster) == {}
+    # Judging by hand what was measured submits nothing and drains nothing.
+    p = sq(cluster, "burnin", "analyze", run_dir, "--json")
+    assert p.returncode == 0, p.stderr
+    again = json.loads(p.stdout)
+    assert again["nodes"]["n5"]["verdict"] == "retest" and again["retest"]["next"] is None
+    assert stage(run_dir, 2) is None and drained(cluster) == {}

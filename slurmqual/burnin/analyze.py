@@ -79,10 +79,10 @@ def split_key(key: str) -> tuple[str, str, str | None]:
 
 
 # Every field a measurement line may carry (task results add problems, log,
-# error and the nccl alias). Anything else is an error, not silently judged
+# error and the nccl alias; a retest round's tasks add retest: the round). Anything else is an error, not silently judged
 # as something it is not (a per-rail line read as a node pair).
 KNOWN_FIELDS = frozenset({"nodes", "busbw", "size", "test", "ok", "gpu_model", "nccl_version", "nccl", "task",
-                          "round", "rail", "wrong", "problems", "log", "error"})
+                          "round", "rail", "wrong", "problems", "log", "error", "retest"})
 _RAIL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -158,7 +158,7 @@ class Measurement:
         if rail is not None and (type(rail) is not str or not _RAIL_NAME.fullmatch(rail) or len(nodes) != 2):
             raise ValueError("'rail' must be an RDMA device name (mlx5_3) on a measurement of two nodes")
         task, rnd = d.get("task"), d.get("round")
-        for name, v in (("task", task), ("round", rnd)):
+        for name, v in (("task", task), ("round", rnd), ("retest", d.get("retest"))):  # retest: its retest round
             if v is not None and type(v) is not int and not (type(v) is str and v.isdigit()):
                 raise ValueError(f"'{name}' must be an integer or null")
         wrong = d.get("wrong", False)
@@ -222,6 +222,8 @@ class Analysis:
     # Switches (leaf, block) whose paths are slow: named, none of their nodes drained.
     suspect_switches: list[str] = field(default_factory=list)
     switch_findings: list[dict] = field(default_factory=list)
+    # Where this analysis stands in its run's retest rounds (burnin/retest.py): {} outside a run.
+    retest: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"median": self.median, "threshold": self.threshold, "nodes": self.nodes,
@@ -230,7 +232,7 @@ class Analysis:
                 "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown,
                 "noise": self.noise, "keys": self.keys, "incomplete_tasks": self.incomplete_tasks,
                 "versions": self.versions, "run_kind": self.run_kind, "suspect_switches": self.suspect_switches,
-                "switch_findings": self.switch_findings}
+                "switch_findings": self.switch_findings, "retest": self.retest}
 
 
 # -- the one answer to "which median judges this node" -------------------------

@@ -1,19 +1,60 @@
-"""Who meets whom: groups for the job array and rounds of node pairs.
+"""Who meets whom: groups for the task jobs and rounds of node pairs.
 
-Each round is a perfect matching from the circle method (round-robin), so in
-k rounds every node meets k *different* partners: a slow node is slow in all
-of its pairs, a bad link in only one, and two rounds already tell them apart.
+Each round is a perfect matching (one node sits out when the count is odd),
+and in k rounds every node meets k *different* partners: a slow node is slow
+in all of its pairs, a bad link in only one, and two rounds already tell them
+apart.
+
+With a node -> switch map (leaf switch; `topology.py` reads it from Slurm's
+topology.conf or the fabric map) the plan follows the fabric: groups hold
+whole switches, or halves of two switches, so every group can test both; the
+first rounds pair nodes under the same switch (a slow switch shows up on its
+own), the later ones pair across switches (its uplinks show up). Without a
+map it is the plain circle method over sorted names.
 """
 
 from __future__ import annotations
 
+Pair = tuple[str, str]
 
-def groups(nodes: list[str], size: int) -> list[list[str]]:
-    """Split into array-task groups of about `size`; never leave a group of one."""
+
+def groups(nodes: list[str], size: int, switch_of: dict[str, str] | None = None) -> list[list[str]]:
+    """Split into task groups of about `size`; never leave a group of one.
+    With a switch map, groups are made of switch chunks (at most half a group
+    each, so a group can hold two switches), each chunk going to the emptiest
+    group that has room and no node of that switch yet."""
+    if not switch_of or len({switch_of.get(n, "") for n in nodes}) < 2:
+        return _even_groups(list(nodes), size)
+    half = max(1, size // 2)
+    chunks: list[tuple[str, list[str]]] = []
+    for sw, members in sorted(_by_switch(nodes, switch_of).items()):
+        chunks += [(sw, c) for c in _even_groups(members, half, allow_one=True)]
+    chunks.sort(key=lambda c: (-len(c[1]), c[0]))
+    out: list[tuple[set[str], list[str]]] = []
+    for sw, members in chunks:
+        room = [g for g in out if len(g[1]) + len(members) <= size and sw not in g[0]]
+        if room:
+            g = min(room, key=lambda g: len(g[1]))
+            g[0].add(sw)
+            g[1].extend(members)
+        else:
+            out.append(({sw}, list(members)))
+    result = [g[1] for g in out]
+    while len(result) > 1 and min(len(g) for g in result) == 1:
+        one = min(result, key=len)
+        result.remove(one)
+        min(result, key=len).extend(one)
+    order = {n: i for i, n in enumerate(_switch_order(nodes, switch_of))}
+    return sorted((sorted(g, key=order.__getitem__) for g in result), key=lambda g: order[g[0]])
+
+
+def _even_groups(nodes: list[str], size: int, allow_one: bool = False) -> list[list[str]]:
     if len(nodes) <= size:
         return [list(nodes)] if nodes else []
     count = -(-len(nodes) // size)
     base, extra = divmod(len(nodes), count)
+    if base == 1 and not allow_one:
+        count, base, extra = len(nodes) // 2, 2, len(nodes) % 2
     out, i = [], 0
     for g in range(count):
         n = base + (1 if g < extra else 0)
@@ -22,7 +63,18 @@ def groups(nodes: list[str], size: int) -> list[list[str]]:
     return out
 
 
-def rounds(nodes: list[str], count: int) -> list[list[tuple[str, str]]]:
+def _by_switch(nodes: list[str], switch_of: dict[str, str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for n in nodes:
+        out.setdefault(switch_of.get(n, ""), []).append(n)
+    return out
+
+
+def _switch_order(nodes: list[str], switch_of: dict[str, str]) -> list[str]:
+    return [n for _sw, members in sorted(_by_switch(nodes, switch_of).items()) for n in members]
+
+
+def circle(nodes: list[str], count: int) -> list[list[Pair]]:
     """`count` rounds of disjoint pairs (circle method). With an odd number of
     nodes one node sits out each round (a different one every round)."""
     players: list[str | None] = list(nodes)
@@ -45,19 +97,104 @@ def rounds(nodes: list[str], count: int) -> list[list[tuple[str, str]]]:
     return out
 
 
-def retest_plan(suspects: list[str], good: list[str], partners: int = 2) -> list[list[tuple[str, str]]]:
-    """Rounds pairing each suspect with `partners` different proven-good nodes."""
+def rounds(nodes: list[str], count: int, switch_of: dict[str, str] | None = None) -> list[list[Pair]]:
+    """`count` rounds of disjoint pairs, no pair twice. Without a switch map
+    (or with one switch) the circle method. With one: the first
+    max(1, count // 2) rounds within switches (the odd node of a switch pairs
+    with another switch's odd node), the rest across switches."""
+    if not switch_of or len({switch_of.get(n, "") for n in nodes}) < 2:
+        return circle(nodes, count)
+    per = _by_switch(nodes, switch_of)
+    within = min(max(1, count // 2) if count > 1 else 1, max(len(m) for m in per.values()) - 1)
+    used: set[frozenset[str]] = set()
+    out: list[list[Pair]] = []
+    inner = {sw: circle(m, within) for sw, m in per.items()}
+    for r in range(within):
+        pairs = [p for sw in sorted(inner) if r < len(inner[sw]) for p in inner[sw][r]]
+        _complete(nodes, pairs, used, lambda a, b: True)
+        out.append(pairs)
+    cross = lambda a, b: switch_of.get(a, "") != switch_of.get(b, "")  # noqa: E731
+    for pairs in _across(_switch_order(nodes, switch_of), switch_of, count - within, used):
+        _complete(nodes, pairs, used, cross)
+        out.append(pairs)
+    return [rnd for rnd in out if rnd]
+
+
+def _complete(nodes: list[str], pairs: list[Pair], used: set[frozenset[str]], prefer) -> None:
+    """Record `pairs` as used, then pair the nodes left over in this round
+    (an odd node per switch, a skipped collision) with new partners, `prefer`red ones first."""
+    for a, b in pairs:
+        used.add(frozenset((a, b)))
+    busy = {n for p in pairs for n in p}
+    free = [n for n in nodes if n not in busy]
+    for first_pass in (True, False):
+        i = 0
+        while i < len(free):
+            a = free[i]
+            b = next((b for b in free[i + 1:] if frozenset((a, b)) not in used and (not first_pass or prefer(a, b))),
+                     None)
+            if b is None:
+                i += 1
+                continue
+            pairs.append((a, b))
+            used.add(frozenset((a, b)))
+            free.remove(b)
+            free.pop(i)
+
+
+def _across(order: list[str], switch_of: dict[str, str], count: int, used: set[frozenset[str]]) -> list[list[Pair]]:
+    """Rounds pairing the first half of the switch-ordered nodes with the
+    second half at rising offsets: each a matching, mostly across switches.
+    Offsets whose pairs were already used or stay under one switch are skipped
+    (the pair is left out: `_complete` re-pairs its nodes)."""
+    if count <= 0:
+        return []
+    half = len(order) // 2
+    a_side, b_side = order[:half], order[half:2 * half]
+    scored = []
+    for off in range(half):
+        pairs = [(a_side[i], b_side[(i + off) % half]) for i in range(half)]
+        good = [p for p in pairs if frozenset(p) not in used and switch_of.get(p[0]) != switch_of.get(p[1])]
+        scored.append((-len(good), off, good))
+    scored.sort()
+    out = []
+    for _neg, _off, good in scored[:count]:
+        fresh = [p for p in good if frozenset(p) not in used]
+        out.append(fresh)
+        used.update(frozenset(p) for p in fresh)
+    while len(out) < count:
+        out.append([])
+    return out
+
+
+def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
+                met: dict[str, set[str]] | None = None,
+                switch_of: dict[str, str] | None = None) -> list[list[Pair]]:
+    """`partners` rounds pairing each suspect with a different proven-good
+    node per round; no good node twice in a round. Partners it has `met`
+    before come last, and so do partners under a switch it already met
+    someone under (a new switch separates the node from its old partners'
+    switch and uplinks)."""
     if not good:
         return []
-    out = []
+    met = met or {}
+    switch_of = switch_of or {}
+    out: list[list[Pair]] = []
+    seen = {s: set(met.get(s, ())) for s in suspects}
     for r in range(partners):
         used: set[str] = set()
         pairs = []
         for i, s in enumerate(suspects):
-            for k in range(len(good)):
-                g = good[(i + r * len(suspects) + k) % len(good)]
-                if g not in used:
+            switches = {switch_of.get(q) for q in seen[s]} - {None}
+            start = (i + r * len(suspects)) % len(good)
+            ranked = sorted(range(len(good)), key=lambda k: (good[(start + k) % len(good)] in seen[s],
+                                                             switch_of.get(good[(start + k) % len(good)]) in switches,
+                                                             k))
+            for k in ranked:
+                g = good[(start + k) % len(good)]
+                if g not in used and g != s:
                     used.add(g)
+                    seen[s].add(g)
                     pairs.append((s, g))
                     break
         out.append(pairs)

@@ -25,9 +25,11 @@ def params(cfg: dict) -> Params:
 # -- submit -------------------------------------------------------------------
 
 def submission(config, nodes: list[str], partition: str | None, reservation: str | None,
-               explicit_rounds: list[list[list[str]]] | None = None) -> dict:
+               explicit_rounds: list[list[list[str]]] | None = None,
+               switch_of: dict[str, str] | None = None) -> dict:
     """What `submit` would do, decided without touching anything: the run id
-    and directory, the groups, and the sbatch arguments of every task job and
+    and directory, the groups (aligned to switches with a `switch_of` map, and
+    then each with its rounds), and the sbatch arguments of every task job and
     of the analysis job. `burnin submit --dry-run` prints this."""
     cfg = config["burnin"]
     if len(nodes) < 2:
@@ -35,79 +37,141 @@ def submission(config, nodes: list[str], partition: str | None, reservation: str
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
     run_dir = os.path.join(cfg["run_dir"], run_id)
     # Explicit rounds (requalify) need every pair inside one task: one group.
-    plan = [sorted(nodes)] if explicit_rounds else groups(sorted(nodes), cfg["group_size"])
-    common = []
+    plan = [sorted(nodes)] if explicit_rounds else groups(sorted(nodes), cfg["group_size"], switch_of)
+    group_rounds = None
+    if switch_of and not explicit_rounds:
+        from .plan import rounds
+
+        group_rounds = [[[list(p) for p in rnd] for rnd in rounds(g, cfg["rounds"], switch_of)] for g in plan]
     partition = partition or cfg["partition"]
     reservation = reservation or cfg["reservation"]
-    if partition:
-        common.append(f"--partition={partition}")
-    if reservation:
-        common.append(f"--reservation={reservation}")
-    if cfg["account"]:
-        common.append(f"--account={cfg['account']}")
-    from ..slurm import compress
-
-    from ..security import job_command, job_export
-
-    # Isolated interpreter, minimal named environment: never the submitter's
-    # whole environment (a slurmrestd JWT would be stored with the job).
-    exe = job_command()
-    env_cfg = job_export(config.path)
-    # One job per group, pinned with --nodelist and an exact --nodes: Slurm
-    # has no per-task node list for an array, and an array's tasks land on
-    # whatever nodes are free, so a busy partition would test some nodes
-    # twice and others never. A pinned job waits for its own nodes instead.
-    tasks = [[f"--job-name=slurmqual-burnin-{run_id}", f"--nodes={len(group)}", f"--nodelist={compress(group)}",
-              "--exclusive", f"--time={cfg['task_time_limit']}", f"--output={run_dir}/logs/task-{i}.out",
-              env_cfg, *common]
-             for i, group in enumerate(plan)]
-    scripts = [f"SLURMQUAL_BURNIN_TASK={i} exec {exe} burnin task {run_dir}" for i in range(len(plan))]
-    analysis = [f"--job-name=slurmqual-analysis-{run_id}", "--nodes=1", f"--output={run_dir}/logs/analysis.out",
-                "--time=00:30:00", env_cfg,
-                # requalify (explicit rounds) runs everything inside its maintenance reservation
-                *[c for c in common if explicit_rounds or not c.startswith("--reservation")]]
+    jobs = JobLines(config, run_id, run_dir, partition, reservation, bool(explicit_rounds))
     return {"run_id": run_id, "run_dir": run_dir, "scope": sorted(nodes), "groups": plan,
-            "rounds": explicit_rounds, "task_sbatch": tasks, "task_scripts": scripts, "analysis_sbatch": analysis,
-            "analysis_script": f"{exe} burnin analyze {run_dir}"}
+            "rounds": explicit_rounds, "group_rounds": group_rounds, "partition": partition,
+            "reservation": reservation,
+            "task_sbatch": [jobs.task(str(i), g) for i, g in enumerate(plan)],
+            "task_scripts": [jobs.task_script(str(i)) for i in range(len(plan))],
+            "analysis_sbatch": jobs.analysis(), "analysis_script": jobs.analysis_script()}
+
+
+class JobLines:
+    """The sbatch arguments and scripts of a run's jobs: the first task jobs
+    and analysis, and the follow-up retest rounds (same partition, reservation,
+    account, environment and names, so `scancel --name` catches them all)."""
+
+    def __init__(self, config, run_id: str, run_dir: str, partition: str | None, reservation: str | None,
+                 inside_reservation: bool):
+        from ..security import job_command, job_export
+
+        cfg = config["burnin"]
+        self.cfg, self.run_id, self.run_dir = cfg, run_id, run_dir
+        self.common = []
+        if partition:
+            self.common.append(f"--partition={partition}")
+        if reservation:
+            self.common.append(f"--reservation={reservation}")
+        if cfg["account"]:
+            self.common.append(f"--account={cfg['account']}")
+        # requalify (explicit rounds) runs everything inside its maintenance reservation
+        self.analysis_common = [c for c in self.common if inside_reservation or not c.startswith("--reservation")]
+        # Isolated interpreter, minimal named environment: never the submitter's
+        # whole environment (a slurmrestd JWT would be stored with the job).
+        self.exe = job_command()
+        self.env = job_export(config.path)
+
+    def task(self, task_id: str, group: list[str]) -> list[str]:
+        """One job per group, pinned with --nodelist and an exact --nodes: an
+        array's tasks land on whatever nodes are free, so a busy partition
+        would test some nodes twice and others never. A pinned job waits for
+        its own nodes instead."""
+        from ..slurm import compress
+
+        return [f"--job-name=slurmqual-burnin-{self.run_id}", f"--nodes={len(group)}",
+                f"--nodelist={compress(group)}", "--exclusive", f"--time={self.cfg['task_time_limit']}",
+                f"--output={self.run_dir}/logs/task-{task_id}.out", self.env, *self.common]
+
+    def task_script(self, task_id: str) -> str:
+        return f"SLURMQUAL_BURNIN_TASK={task_id} exec {self.exe} burnin task {self.run_dir}"
+
+    def analysis(self, stage: int = 0) -> list[str]:
+        log = "analysis.out" if not stage else f"analysis-r{stage}.out"
+        return [f"--job-name=slurmqual-analysis-{self.run_id}", "--nodes=1", f"--output={self.run_dir}/logs/{log}",
+                "--time=00:30:00", self.env, *self.analysis_common]
+
+    def analysis_script(self, stage: int = 0) -> str:
+        # --follow-up K: this job analyses round K and may submit round K+1
+        return f"{self.exe} burnin analyze {self.run_dir} --follow-up {stage}"
+
+
+def submit_jobs(adapter, tasks: list[tuple[list[str], str]], analysis: tuple[list[str], str],
+                run_id: str) -> tuple[list[str], str]:
+    """Submit the task jobs, then the analysis job that waits for all of
+    them (afterany). If any submission fails or is interrupted (Ctrl-C,
+    SIGTERM, a caller's own cancel), the jobs already submitted are cancelled
+    and the exception goes on, with the ids submitted in its `submitted`."""
+    jobs: list[str] = []
+    try:
+        for argv, script in tasks:
+            jobs.append(adapter.submit(argv, script=script))
+        argv, script = analysis
+        return jobs, adapter.submit([*argv[:1], f"--dependency=afterany:{':'.join(jobs)}", *argv[1:]], script=script)
+    except BaseException as exc:  # SlurmError, Ctrl-C, SIGTERM, or a caller's own cancel (requalify)
+        exc.submitted = jobs  # type: ignore[attr-defined]
+        try:  # tasks nobody analyses would test for nothing; by name too, for a
+            adapter.cancel(jobs)  # job whose sbatch answer the interruption lost
+            adapter.cancel_by_name(f"slurmqual-burnin-{run_id}")
+        except BaseException as cleanup:
+            cleanup.submitted = jobs  # type: ignore[attr-defined]
+            raise
+        raise
+
+
+def sigterm_raises():
+    """Context: SIGTERM raises KeyboardInterrupt('signal 15') (main thread
+    only), so a submission it interrupts cleans up after itself."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def ctx():
+        def interrupted(signum, _frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        old = signal.signal(signal.SIGTERM, interrupted) if _main_thread() else None
+        try:
+            yield
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+    return ctx()
 
 
 def submit(config, adapter, nodes: list[str], partition: str | None, reservation: str | None,
-           explicit_rounds: list[list[list[str]]] | None = None) -> dict:
+           explicit_rounds: list[list[list[str]]] | None = None, retest: bool = True,
+           switch_of: dict[str, str] | None = None) -> dict:
     """Write the run's plan, submit one pinned job per group and the analysis
     job that waits for all of them. If any submission fails or is
     interrupted (Ctrl-C, SIGTERM), the jobs already submitted are cancelled:
-    a partial run would test part of the fleet and be analysed as a whole."""
-    import signal
-
-    sub = submission(config, nodes, partition, reservation, explicit_rounds)
+    a partial run would test part of the fleet and be analysed as a whole.
+    `retest`: the analysis submits up to `burnin.max_retest_rounds` retest
+    rounds itself (False: it only prints the retest plan)."""
+    sub = submission(config, nodes, partition, reservation, explicit_rounds, switch_of)
     run_dir = sub["run_dir"]
     os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
     with open(os.path.join(run_dir, "plan.json"), "w") as fh:
         json.dump({"run_id": sub["run_id"], "scope": sub["scope"], "groups": sub["groups"], "time": time.time(),
-                   "config_digest": config.digest, "rounds": explicit_rounds}, fh)
-
-    def interrupted(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    jobs: list[str] = []
-    old = signal.signal(signal.SIGTERM, interrupted) if _main_thread() else None
+                   "config_digest": config.digest, "rounds": explicit_rounds, "group_rounds": sub["group_rounds"],
+                   "partition": sub["partition"], "reservation": sub["reservation"],
+                   "max_retest_rounds": config["burnin"]["max_retest_rounds"] if retest else 0}, fh)
     try:
-        for argv, script in zip(sub["task_sbatch"], sub["task_scripts"]):
-            jobs.append(adapter.submit(argv, script=script))
-        analysis = adapter.submit([*sub["analysis_sbatch"][:1], f"--dependency=afterany:{':'.join(jobs)}",
-                                   *sub["analysis_sbatch"][1:]], script=sub["analysis_script"])
-    except BaseException:  # SlurmError, Ctrl-C, SIGTERM, or a caller's own cancel (requalify)
-        try:  # tasks nobody analyses would test for nothing; by name too, for a
-            adapter.cancel(jobs)  # job whose sbatch answer the interruption lost
-            adapter.cancel_by_name(f"slurmqual-burnin-{sub['run_id']}")
-        finally:
-            with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
-                json.dump({"tasks": {str(i): j for i, j in enumerate(jobs)}, "analysis": None,
-                           "cancelled": True}, fh)
+        with sigterm_raises():
+            jobs, analysis = submit_jobs(adapter, list(zip(sub["task_sbatch"], sub["task_scripts"])),
+                                         (sub["analysis_sbatch"], sub["analysis_script"]), sub["run_id"])
+    except BaseException as exc:
+        with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
+            json.dump({"tasks": {str(i): j for i, j in enumerate(getattr(exc, "submitted", []))}, "analysis": None,
+                       "cancelled": True}, fh)
         raise
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
     with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
         json.dump({"tasks": {str(i): j for i, j in enumerate(jobs)}, "analysis": analysis}, fh)
     return {"run_id": sub["run_id"], "run_dir": run_dir, "task_jobs": jobs, "array_job": jobs[0],
@@ -120,11 +184,20 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def task_jobs(jobs: dict) -> list[str]:
-    """The task job ids of a run's jobs.json (runs before pinning had one array)."""
-    if "tasks" in jobs:
-        return list(jobs["tasks"].values())
-    return [jobs["array"]] if jobs.get("array") else []
+def switch_map(config, log=None) -> dict[str, str] | None:
+    """node -> leaf switch from `burnin.topology` (None without one). For
+    the analysis (`log` given) a broken file is a problem, not a crash: the
+    retest partners are then chosen without it."""
+    from .topology import TopologyError, from_config, switch_of
+
+    try:
+        topo = from_config(config["burnin"]["topology"])
+    except (TopologyError, OSError) as exc:
+        if log is None:
+            raise BurninError(f"burnin.topology: {exc}") from None
+        log(f"burnin.topology unusable, retest partners chosen without it: {exc}")
+        return None
+    return switch_of(topo) if topo is not None else None
 
 
 # -- analyze ------------------------------------------------------------------
@@ -155,9 +228,11 @@ def incomplete_tasks(run_dir: str) -> list[str]:
     """Planned tasks that did not finish: killed after a checkpoint (their
     result says complete: false) or before their first one (no result file
     at all: never started, cancelled, killed during the first test)."""
+    from .rundir import planned_tasks
+
     try:
         with open(os.path.join(run_dir, "plan.json")) as fh:
-            planned = [str(i) for i in range(len(json.load(fh).get("groups") or []))]
+            planned = planned_tasks(run_dir, json.load(fh))
     except (OSError, ValueError, AttributeError):
         planned = []
     seen, out = set(), []
@@ -171,7 +246,9 @@ def incomplete_tasks(run_dir: str) -> list[str]:
         if res.get("complete") is not True:
             out.append(str(res.get("task")))
     out += [t for t in planned if t not in seen]
-    return sorted(set(out), key=lambda t: (not t.isdigit(), int(t) if t.isdigit() else 0, t))
+    from .rundir import stage_of
+
+    return sorted(set(out), key=lambda t: (stage_of(t), not t.isdigit(), int(t) if t.isdigit() else 0, t))
 
 
 MAX_INPUT_BYTES = 256 << 20  # far above any run's results; a bound so /dev/zero cannot eat the memory

@@ -363,18 +363,18 @@ class SqliteStore(Store):
         from .analyze import median_for
 
         rows = self.db.execute("""
-            SELECT v.node, r.time, v.verdict, v.score, r.median, v.key FROM verdicts v JOIN runs r ON r.id = v.run_id
+            SELECT v.node, r.time, v.verdict, v.score, r.median, v.key, r.id FROM verdicts v JOIN runs r ON r.id = v.run_id
             WHERE r.time = (SELECT MAX(r2.time) FROM verdicts v2 JOIN runs r2 ON r2.id = v2.run_id
                             WHERE v2.node = v.node)""").fetchall()
         base = self.all_baselines(nodes)
         wanted = set(nodes) if nodes is not None else None
         out = {}
-        for node, t, verdict, score, median, key in rows:
+        for node, t, verdict, score, median, key, run_id in rows:
             if wanted is not None and node not in wanted:
                 continue
             key, med = median_for({"median": json.loads(median or "{}"), "nodes": {node: {"key": key}}}, node)
             out[node] = {"time": t, "verdict": verdict, "score": score, "median": med, "key": key,
-                         "baseline": base.get(key or "", {}).get(node)}
+                         "baseline": base.get(key or "", {}).get(node), "run_id": run_id}
         return out
 
     def last_burnin_walk(self, nodes=None) -> dict[str, dict]:

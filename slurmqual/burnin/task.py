@@ -1,5 +1,6 @@
-"""What one array task runs: per node an intra-node test, then rounds of pairs
-(concurrently within a round), optionally one run over the whole group. Each
+"""What one task job runs: per node an intra-node test, then rounds of pairs
+(concurrently within a round), optionally one run over the whole group; a
+retest round's task runs its pairs only. Each
 test's raw log is kept; one result file per task is written atomically.
 
 Building a command (`test_argv`) is separate from running it and from judging
@@ -230,14 +231,13 @@ def _rail_measurement(cfg: dict, nodes: list[str], rail: str, log: str, err: str
     return out
 
 
-def planned_rounds(run_dir: str, nodes: list[str], count: int) -> list[list[tuple[str, str]]]:
-    """Explicit rounds from plan.json (requalify pairs swapped nodes with
-    reference nodes), else round-robin over this task's nodes."""
-    try:
-        with open(os.path.join(run_dir, "plan.json")) as fh:
-            explicit = json.load(fh).get("rounds")
-    except (OSError, ValueError):
-        explicit = None
+def planned_rounds(run_dir: str, nodes: list[str], count: int, task_id: str = "0") -> list[list[tuple[str, str]]]:
+    """The task's explicit rounds (requalify's swapped-with-reference pairs, a
+    switch-aware plan's rounds, a retest round's pairs), else round-robin over
+    its nodes."""
+    from .rundir import task_plan
+
+    _nodes, explicit = task_plan(run_dir, str(task_id))
     if not explicit:
         return rounds(nodes, count)
     mine = set(nodes)
@@ -262,20 +262,26 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
         if checkpoint is not None:
             checkpoint(result)
 
+    from .rundir import stage_of
+
     task = int(task_id) if str(task_id).isdigit() else None
-    if cfg.get("gpu_tests"):  # every GPU of every node at once, before the pair rounds
+    stage = stage_of(str(task_id))  # a retest round: its pairs only, each measurement says which round
+    if cfg.get("gpu_tests") and not stage:  # every GPU of every node at once, before the pair rounds
         from .gputask import run_gpu_tests
 
         add(run_gpu_tests(cfg, nodes, log_dir, task))
     for test in cfg["tests"]:
-        add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task))
-        for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):
-            add(run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}", task, r))
-        if cfg["all_node_run"] and len(nodes) > 2:
+        if not stage:
+            add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task))
+        for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"], task_id)):
+            batch = run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}", task, r)
+            add([dict(m, retest=stage) for m in batch] if stage else batch)
+        if cfg["all_node_run"] and len(nodes) > 2 and not stage:
             add(run_batch(cfg, test, [nodes], log_dir, "group", task))
     if cfg.get("rails"):  # per-rail NIC tests: the same pairs, every rail at once
-        for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"])):
-            add(run_rail_batch(cfg, [list(p) for p in pairs], log_dir, f"round{r}", task, r))
+        for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"], task_id)):
+            batch = run_rail_batch(cfg, [list(p) for p in pairs], log_dir, f"round{r}", task, r)
+            add([dict(m, retest=stage) for m in batch] if stage else batch)
     result["finished"] = time.time()
     result["complete"] = True
     return result
@@ -291,13 +297,10 @@ def write_result(run_dir: str, result: dict) -> str:
 
 
 def planned_group(run_dir: str, task_id: str) -> list[str] | None:
-    """The nodes plan.json gives this task (None: an older run without groups)."""
-    try:
-        with open(os.path.join(run_dir, "plan.json")) as fh:
-            groups = json.load(fh).get("groups")
-        return list(groups[int(task_id)])
-    except (OSError, ValueError, TypeError, IndexError, AttributeError):
-        return None
+    """The nodes the run's plan gives this task (None: an older run without groups)."""
+    from .rundir import task_plan
+
+    return task_plan(run_dir, str(task_id))[0]
 
 
 def run_in_job(run_dir: str, cfg: dict, log=print) -> int:

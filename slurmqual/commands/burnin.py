@@ -21,6 +21,9 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     a.add_argument("--reservation", default=None)
     a.add_argument("--config", default=None)
     a.add_argument("--dry-run", action="store_true", help="print the plan; submit nothing, write nothing")
+    a.add_argument("--no-retest", action="store_true",
+                   help="the analysis only prints its retest plan (default: it submits up to "
+                        "burnin.max_retest_rounds retest rounds as part of the run)")
     a = sub.add_parser("watch", help="show a run's progress until its analysis ends")
     a.add_argument("run")
     a.add_argument("--config", default=None)
@@ -33,6 +36,9 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     a.add_argument("--dry-run", action="store_true", help="judge only: no drain, no store")
     a.add_argument("--topology", default=None, metavar="FILE",
                    help="topology.conf, topology.yaml or fabric map CSV (default: burnin.topology)")
+    a.add_argument("--follow-up", type=int, default=None, metavar="ROUND",
+                   help="(the run's analysis job of retest round ROUND, 0 first) submit the next retest "
+                        "round when nodes need one")
     a.add_argument("--config", default=None)
     a = sub.add_parser("task", help="(inside the job array) run this task's tests")
     a.add_argument("run")
@@ -114,17 +120,23 @@ def _submit(args, config) -> int:
         nodes = expand(args.nodes)
     else:
         nodes = [n.name for n in adapter.node_info() if not n.drained and not n.hands_off]
+    from ..burnin.runner import switch_map
+
+    switches = switch_map(config)  # groups and rounds follow the switches when the topology is known
     if args.dry_run:
         from ..burnin.runner import submission
 
-        plan = submission(config, nodes, args.partition, args.reservation)
+        plan = submission(config, nodes, args.partition, args.reservation, switch_of=switches)
         print(f"dry run: {len(nodes)} nodes in {len(plan['groups'])} group(s); nothing submitted or written")
         for i, (group, argv) in enumerate(zip(plan["groups"], plan["task_sbatch"])):
             print(f"  task {i}: {','.join(group)}\n    sbatch {' '.join(argv)}")
         print(f"  analysis after all tasks: sbatch {' '.join(plan['analysis_sbatch'])}")
         return 0
-    out = submit(config, adapter, nodes, args.partition, args.reservation)
-    print(f"run {out['run_id']}: {len(nodes)} nodes in {out['groups']} group(s)")
+    out = submit(config, adapter, nodes, args.partition, args.reservation, retest=not args.no_retest,
+                 switch_of=switches)
+    rounds = 0 if args.no_retest else config["burnin"]["max_retest_rounds"]
+    print(f"run {out['run_id']}: {len(nodes)} nodes in {out['groups']} group(s); "
+          + (f"up to {rounds} retest round(s) submitted by the analysis" if rounds else "no retest rounds"))
     print(f"task jobs {','.join(out['task_jobs'])} (one per group, pinned), analysis job {out['analysis_job']}")
     print(f"run dir {out['run_dir']}")
     return 0
@@ -135,8 +147,6 @@ def _run_dir(config, run: str) -> str:
 
 
 def _watch(args, config) -> int:
-    import glob
-
     from ..slurm import get_adapter
 
     from ..burnin.runner import BurninError
@@ -161,44 +171,74 @@ def _watch(args, config) -> int:
         ) from None
     except (OSError, ValueError) as exc:
         raise BurninError(f"{run_dir}: unreadable jobs.json ({exc})") from None
+    from ..burnin import rundir
+
     adapter = get_adapter(config)
     end = time.monotonic() + args.timeout if args.timeout else None
+    stage = rundir.current(run_dir)
     while True:
-        from ..burnin.runner import task_jobs
-
-        ids = task_jobs(jobs)
-        records = adapter.jobs([*ids, jobs["analysis"]])
-        tasks = [r for k, r in records.items() if k != jobs["analysis"]]
+        ids = list(stage["tasks"].values())
+        analysis_job = stage["analysis"]
+        records = adapter.jobs([*ids, analysis_job] if analysis_job else ids)
+        tasks = [r for k, r in records.items() if k != analysis_job]
         done = sum(1 for r in tasks if not r.active)
         running = sum(1 for r in tasks if r.state == "RUNNING")
-        results = glob.glob(os.path.join(run_dir, "results", "task-*.json"))
-        measured = 0
-        for path in results:
-            try:
-                with open(path) as fh:
-                    measured += len(json.load(fh)["measurements"])
-            except (OSError, ValueError, KeyError):
-                pass
-        analysis = records.get(jobs["analysis"])
+        judged = _judged_round(run_dir)
+        analysis = records.get(analysis_job) if analysis_job else None
         if analysis is not None:
             analysis_state = analysis.state
         else:
-            analysis_state = "DONE" if os.path.exists(os.path.join(run_dir, "analysis.json")) else "?"
-        print(f"{time.strftime('%H:%M:%S')} tasks: {len(plan['groups'])} total, {done} done, {running} running; "
-              f"{measured} measurements; analysis {analysis_state}", flush=True)
+            analysis_state = "DONE" if judged is not None and judged >= stage["round"] else "?"
+        what = "tasks" if not stage["round"] else f"retest round {stage['round']} of {stage['of']}: tasks"
+        print(f"{time.strftime('%H:%M:%S')} {what}: {len(stage['groups'])} total, {done} done, {running} running; "
+              f"{_measured(run_dir)} measurements; analysis {analysis_state}", flush=True)
         if analysis_state != "?" and (analysis is None or not analysis.active):
+            nxt = rundir.current(run_dir)
+            if nxt["round"] > stage["round"]:  # the analysis submitted the next retest round: follow it
+                print(f"  {rundir.describe(nxt)}", flush=True)
+                stage = nxt
+                continue
             break
         if end is not None and time.monotonic() > end:
             print("watch: timed out (the run goes on)")
             return 1
         time.sleep(args.interval)
     path = os.path.join(run_dir, "analysis.json")
-    if os.path.exists(path):
-        with open(path) as fh:
-            print(_summary(json.load(fh)))
-        return 0
-    print(f"no analysis.json: see {run_dir}/logs/analysis.out")
-    return 1
+    if not os.path.exists(path):
+        print(f"no analysis.json: see {run_dir}/logs/analysis.out")
+        return 1
+    with open(path) as fh:
+        a = json.load(fh)
+    print(_summary(a))
+    judged = (a.get("retest") or {}).get("round", 0)
+    if judged < stage["round"] or (a.get("retest") or {}).get("final") is False:
+        print(f"the run did not finish: the analysis of retest round {stage['round']} (job {stage['analysis']}) "
+              f"ended {analysis_state} without judging it; nodes shown as retest are not decided and were not "
+              f"drained. `slurmqual burnin analyze {run_dir}` judges everything measured")
+        return 1
+    return 0
+
+
+def _judged_round(run_dir: str) -> int | None:
+    """The stage the latest analysis.json judged (None: no analysis yet)."""
+    try:
+        with open(os.path.join(run_dir, "analysis.json")) as fh:
+            return int((json.load(fh).get("retest") or {}).get("round", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _measured(run_dir: str) -> int:
+    import glob
+
+    measured = 0
+    for path in glob.glob(os.path.join(run_dir, "results", "task-*.json")):
+        try:
+            with open(path) as fh:
+                measured += len(json.load(fh)["measurements"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return measured
 
 
 def _summary(a: dict) -> str:
@@ -216,7 +256,8 @@ def _summary(a: dict) -> str:
             key, m = median_for(a, n)
             vs = f" = {v['score'] / m:.0%} of the {key} median" if v["score"] is not None and m else ""
             nics = f"; failed NIC(s) {','.join(v['failed_nics'])}" if v.get("failed_nics") else ""
-            lines.append(f"  {n}: {v['verdict']} score {v['score']}{vs}{nics}")
+            why = f" ({v['why']})" if v.get("why") else ""
+            lines.append(f"  {n}: {v['verdict']} score {v['score']}{vs}{nics}{why}")
     for link in a["suspect_links"]:
         on = f" on {link[2]}" if len(link) > 2 else ""
         lines.append(f"  suspect link {link[0]} <-> {link[1]}{on} (a cable or route: drains nothing)")
@@ -243,9 +284,17 @@ def _summary(a: dict) -> str:
                      + (f" ({b['key']}); keeps it until `slurmqual burnin accept-baseline {n}`" if b.get("key") else ""))
     for t in a.get("incomplete_tasks", []):
         lines.append(f"  task {t} did not finish: its untested nodes are reported untested")
-    if a.get("retest_plan"):
+    rt = a.get("retest") or {}
+    nxt = rt.get("next")
+    if nxt:
+        lines.append(f"  retest round {nxt['round']} of {rt['max_rounds']} submitted: task jobs "
+                     f"{','.join(nxt['tasks'].values())}, analysis job {nxt['analysis']}; pairs: " +
+                     "; ".join(" ".join(f"{x}+{y}" for x, y in rnd) for rnd in a["retest_plan"]))
+    elif a.get("retest_plan"):
         lines.append(f"  retest plan: {len(a['retest_plan'])} round(s): " +
                      "; ".join(" ".join(f"{x}+{y}" for x, y in rnd) for rnd in a["retest_plan"]))
+    if rt.get("round") and not nxt:
+        lines.append(f"  decided after {rt['round']} retest round(s) of {rt['max_rounds']}")
     return "\n".join(lines)
 
 
@@ -273,14 +322,13 @@ def _accept(args, config) -> int:
 
 
 def _analyze(args, config) -> int:
-    from ..atomic import write_text
     from ..burnin import runner
 
     if bool(args.run) == bool(args.measurements):
         return _err("give a run directory or --measurements FILE.jsonl")
     if args.measurements:
         raw = runner.load_jsonl(args.measurements)
-        scope, versions, run_dir = None, {}, None
+        scope, versions, run_dir, plan = None, {}, None, {}
         import hashlib
 
         with open(args.measurements, "rb") as fh:
@@ -298,6 +346,8 @@ def _analyze(args, config) -> int:
 
         open_store(config["store"]["path"]).close()
     requalify = bool(run_dir and plan.get("rounds"))
+    refs: set[str] = set()
+    topology = None
     if requalify:
         # A few swapped nodes and their references are no fleet: judge them
         # against the medians of the last full run (or, without one, each other).
@@ -325,10 +375,56 @@ def _analyze(args, config) -> int:
         analysis.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
         analysis.problems += [f"task {t} did not finish: its untested nodes are reported untested"
                               for t in analysis.incomplete_tasks]
-    if not args.dry_run:
-        from ..slurm import get_adapter
+    from contextlib import nullcontext
 
-        drained = runner.drain_failures(get_adapter(config), analysis, log=lambda m: print(m, file=sys.stderr))
+    from ..slurm import get_adapter
+
+    adapters: list = []
+
+    def adapter():
+        if not adapters:
+            adapters.append(get_adapter(config))
+        return adapters[0]
+
+    follow_up = args.follow_up if run_dir and not args.dry_run else None
+    rc = 0
+    # The run's analysis job: SIGTERM (scancel of the run) raises, so a retest
+    # round it had submitted is cancelled with it and the run dir says so.
+    with runner.sigterm_raises() if follow_up is not None else nullcontext():
+        try:
+            if run_dir:
+                from ..burnin import retest
+
+                switches = None
+                if follow_up is not None:  # retest partners under new switches: the topology judged with, if any
+                    from ..burnin.topology import switch_of
+
+                    switches = switch_of(topology) if topology is not None else \
+                        runner.switch_map(config, log=analysis.problems.append)
+                analysis.retest = retest.settle(config, run_dir, plan, raw, analysis, follow_up, adapter,
+                                                trusted=refs if requalify else None, switch_of=switches,
+                                                log=lambda m: print(m, file=sys.stderr))
+                rc = 1 if analysis.retest.get("failed") else 0
+            _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan)
+        except BaseException:
+            nxt = (analysis.retest or {}).get("next")
+            if nxt:
+                from ..burnin import retest, rundir
+
+                record = rundir.load_stage(run_dir, nxt["round"]) or dict(nxt)
+                retest.cancel_round(adapter(), run_dir, record, "the analysis that submitted it was interrupted")
+            raise
+    print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
+    return exit_code(analysis.to_dict()) or rc  # 1: a retest round could not be submitted
+
+
+def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan) -> None:
+    """Drain, record, write analysis.json and metrics (nothing but analysis.json under --dry-run)."""
+    from ..atomic import write_text
+    from ..burnin import runner
+
+    if not args.dry_run:
+        drained = runner.drain_failures(adapter(), analysis, log=lambda m: print(m, file=sys.stderr))
         analysis.drain = drained
         runner.record(config, run_id, when, scope or sorted(analysis.nodes), raw, analysis,
                       runner.with_host_versions(config, versions))
@@ -343,8 +439,6 @@ def _analyze(args, config) -> int:
                                  fleet=not (run_dir and plan.get("rounds")))
         except Exception as exc:  # noqa: BLE001
             print(f"slurmqual: could not write metrics: {exc}", file=sys.stderr)
-    print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
-    return exit_code(analysis.to_dict())
 
 
 # `burnin analyze` exit codes: 0 judged (nodes drained or not), 2 bad input,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -35,11 +36,13 @@ def pending_nodes(state_dir: str) -> set[str]:
         return set()
 
 
-def gather(slurm_nodes: list, state: dict, pending: set[str], burnin: dict[str, dict]) -> list[NodeFacts]:
+def gather(slurm_nodes: list, state: dict, pending: set[str], burnin: dict[str, dict],
+           notes: dict[str, str] | None = None) -> list[NodeFacts]:
     """Join the three sources into NodeFacts. `slurm_nodes` are adapter NodeInfo
     objects (name, state, flags, reason); `state` node -> nodestate.NodeState; `burnin` maps node -> dict with keys
     time, verdict, score, median, baseline (any may be missing)."""
     facts = []
+    notes = notes or {}
     for n in slurm_nodes:
         st = state.get(n.name)
         b = burnin.get(n.name, {})
@@ -48,9 +51,32 @@ def gather(slurm_nodes: list, state: dict, pending: set[str], burnin: dict[str, 
             requalify_pending=n.name in pending, last_check_time=st.time if st else None,
             failing_checks=st.failing if st else [],
             burnin_time=b.get("time"), burnin_verdict=b.get("verdict"), score=b.get("score"),
-            median=b.get("median"), baseline=b.get("baseline"),
+            median=b.get("median"), baseline=b.get("baseline"), retest_note=notes.get(n.name, ""),
         ))
     return facts
+
+
+def retest_notes(config, adapter, burnin: dict[str, dict]) -> dict[str, str]:
+    """node -> 'burn-in retest round 1 of 2 submitted (analysis job N)' for the
+    nodes whose last burn-in said retest and whose run has a round in flight
+    (its analysis job pending or running). One job query for all of them."""
+    from ..burnin import rundir
+
+    runs = {b["run_id"] for b in burnin.values() if b.get("verdict") == "retest" and b.get("run_id")}
+    stages = {}
+    for run_id in runs:
+        stage = rundir.current(os.path.join(config["burnin"]["run_dir"], run_id))
+        if stage["round"] and stage["analysis"]:
+            stages[run_id] = stage
+    if not stages:
+        return {}
+    try:
+        records = adapter.jobs([s["analysis"] for s in stages.values()])
+    except Exception:  # noqa: BLE001 - status still shows the rest
+        return {}
+    live = {r: s for r, s in stages.items() if s["analysis"] in records and records[s["analysis"]].active}
+    return {n: f"burn-in {rundir.describe(live[b['run_id']]).split(':')[0]} (analysis job {live[b['run_id']]['analysis']})"
+            for n, b in burnin.items() if b.get("verdict") == "retest" and b.get("run_id") in live}
 
 
 def rows(facts: list[NodeFacts], now: float, max_age_s: float) -> list[dict]:
@@ -65,7 +91,7 @@ def rows(facts: list[NodeFacts], now: float, max_age_s: float) -> list[dict]:
             "score": f.score,
             "vs_median": ratio(f.score, f.median),
             "vs_baseline": ratio(f.score, f.baseline),
-            "failing_checks": f.failing_checks,
+            "failing_checks": f.failing_checks + ([f.retest_note] if f.retest_note else []),
         })
     return out
 
@@ -193,7 +219,8 @@ def main(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     try:
-        nodes = get_adapter(config).node_info(args.hostlist)
+        adapter = get_adapter(config)
+        nodes = adapter.node_info(args.hostlist)
     except SlurmError as exc:
         print(f"slurmqual: {exc}", file=sys.stderr)
         return 2
@@ -216,7 +243,8 @@ def main(args: argparse.Namespace) -> int:
     if unreadable:  # their nodes show no hook results; say why rather than hide it
         print(f"slurmqual: unreadable or malformed node state files (ignored, the next hook replaces them): "
               f"{', '.join(unreadable[:10])}{' ...' if len(unreadable) > 10 else ''}", file=sys.stderr)
-    facts = gather(nodes, state, pending_nodes(state_dir), burnin_facts)
+    facts = gather(nodes, state, pending_nodes(state_dir), burnin_facts,
+                   retest_notes(config, adapter, burnin_facts))
     problems = current(read_all([DEFAULT_STATE_DIR, state_dir], set(names)),
                        {n: st.time for n, st in state.items()})
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)

@@ -1,0 +1,214 @@
+"""Retest rounds: a burn-in decides its ambiguous nodes itself.
+
+A node below the line but inside the noise margin is `retest`. The analysis
+job of a run (`burnin analyze RUN --follow-up`), seeing such nodes and
+retest rounds left (`burnin.max_retest_rounds`, recorded in plan.json at
+submit; 0 with `submit --no-retest`), submits the next round as part of the
+same run: task jobs pinned to exactly the suspects and their proven-good
+partners (new partners, under other switches when a switch map is known),
+with the run's partition and reservation, and a new analysis job that
+depends on them. That analysis judges *all* the run's measurements.
+
+Run directory, one file per stage, each written whole (atomic):
+
+- plan.json, jobs.json, results/task-<i>.json: the first round (stage 0);
+- retest-<k>.json: round k's suspects, pair rounds, groups, task and
+  analysis job ids and its state (`submitting`, `submitted`, `failed`,
+  `cancelled`); results/task-r<k>-<i>.json its task results;
+- analysis.json: the latest analysis, whose `retest` section says which
+  stage it judged, the next round if one was submitted, and whether the run
+  is decided (`final`).
+
+A reader (watch, status, requalify) compares the latest stage with its jobs'
+states: a cancelled run leaves every file consistent, only unfinished.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .rundir import load_stage, submitted, task_id, write_stage
+
+
+# -- planning the next round ----------------------------------------------------
+
+def partners_met(raw: list[dict]) -> dict[str, set[str]]:
+    """Who has been paired with whom in this run (any pair test, valid or not)."""
+    met: dict[str, set[str]] = {}
+    for m in raw:
+        nodes = m.get("nodes") or []
+        if len(nodes) == 2:
+            a, b = nodes
+            met.setdefault(a, set()).add(b)
+            met.setdefault(b, set()).add(a)
+    return met
+
+
+def suspects_of(analysis) -> list[str]:
+    """The nodes to retest: those the analysis planned a retest for (it may
+    cap them), else every `retest` node."""
+    planned = sorted({pair[0] for rnd in analysis.retest_plan for pair in rnd})
+    return planned or sorted(n for n, v in analysis.nodes.items() if v["verdict"] == "retest")
+
+
+def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str, str] | None = None,
+               partners: int = 2) -> list[list[list[str]]]:
+    """Pair rounds for the next retest round: each suspect with `partners`
+    proven-good nodes (passing ones, and a requalify's reference nodes) it has
+    not met yet, under a switch it has not met yet where there is one."""
+    from .plan import retest_plan
+
+    good = sorted(set(trusted) | {n for n, v in analysis.nodes.items() if v["verdict"] == "pass"})
+    rounds = retest_plan(suspects_of(analysis), good, partners, met=partners_met(raw), switch_of=switch_of)
+    return [[list(p) for p in rnd] for rnd in rounds if rnd]
+
+
+def group_pairs(rounds: list[list[list[str]]], size: int) -> list[list[str]]:
+    """Task groups for a retest round: nodes linked by a pair stay in one
+    group (a pair runs inside one job); linked sets are packed up to `size`."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for rnd in rounds:
+        for a, b in rnd:
+            parent[find(a)] = find(b)
+    sets: dict[str, list[str]] = {}
+    for n in sorted(parent):
+        sets.setdefault(find(n), []).append(n)
+    out: list[list[str]] = []
+    for members in sorted(sets.values(), key=lambda m: (-len(m), m)):
+        fit = [g for g in out if len(g) + len(members) <= size]
+        if fit:
+            min(fit, key=len).extend(members)
+        else:
+            out.append(list(members))
+    return [sorted(g) for g in out]
+
+
+# -- submitting it ----------------------------------------------------------------
+
+class RetestSubmitError(Exception):
+    pass
+
+
+def submit_round(config, adapter, run_dir: str, plan: dict, stage: int,
+                 rounds: list[list[list[str]]]) -> dict:
+    """Submit retest round `stage`: pinned task jobs (the run's partition,
+    reservation and job names) and an analysis job depending on them. The
+    record goes to retest-<stage>.json before the first sbatch (`submitting`)
+    and after the last (`submitted`). Any failure or interruption cancels what
+    was submitted and records `failed`/`cancelled` with the reason."""
+    from .runner import JobLines, submit_jobs
+
+    groups = group_pairs(rounds, max(2, config["burnin"]["group_size"]))
+    record = {"round": stage, "of": plan.get("max_retest_rounds", 0), "state": "submitting", "time": time.time(),
+              "suspects": sorted({p[0] for rnd in rounds for p in rnd}), "rounds": rounds, "groups": groups,
+              "tasks": {}, "analysis": None}
+    write_stage(run_dir, record)
+    lines = JobLines(config, plan["run_id"], run_dir, plan.get("partition"), plan.get("reservation"),
+                     bool(plan.get("rounds")))
+    ids = [task_id(stage, i) for i in range(len(groups))]
+    try:
+        jobs, analysis = submit_jobs(adapter, [(lines.task(t, g), lines.task_script(t)) for t, g in zip(ids, groups)],
+                                     (lines.analysis(stage), lines.analysis_script(stage)), plan["run_id"])
+    except BaseException as exc:
+        record.update(state="failed" if isinstance(exc, Exception) else "cancelled",
+                      error=str(exc) or type(exc).__name__,
+                      tasks=dict(zip(ids, getattr(exc, "submitted", []))))
+        write_stage(run_dir, record)
+        if isinstance(exc, Exception):
+            raise RetestSubmitError(record["error"]) from None
+        raise
+    record.update(state="submitted", tasks=dict(zip(ids, jobs)), analysis=analysis)
+    write_stage(run_dir, record)
+    return record
+
+
+def cancel_round(adapter, run_dir: str, record: dict, why: str) -> None:
+    """An analysis interrupted after it submitted the next round: that round
+    is cancelled (its jobs too), so a cancelled run stops here."""
+    try:
+        adapter.cancel([*record.get("tasks", {}).values(), *([record["analysis"]] if record.get("analysis") else [])])
+    finally:
+        record.update(state="cancelled", error=why)
+        write_stage(run_dir, record)
+
+
+# -- deciding what this analysis does -----------------------------------------------
+
+def guard_cap(analysis, cfg: dict) -> int:
+    tested = sum(1 for v in analysis.nodes.values() if v["verdict"] != "untested")
+    return max(cfg["guard_min"], int(cfg["guard_fraction"] * tested))
+
+
+def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_up: int | None, adapter_of,
+           trusted: set[str] | None = None, switch_of: dict[str, str] | None = None, log=print) -> dict:
+    """Decide this analysis' place in the run and change `analysis` to match:
+    submit the next retest round (`follow_up`: the round this analysis job of
+    the run judges; None for an analysis by hand, which submits nothing), hold the decided fails' drains when the final count could trip the
+    guard, or, rounds spent, turn the nodes still `retest` into `untested`
+    with the reason. Returns the analysis' `retest` section."""
+    max_rounds = int(plan.get("max_retest_rounds") or 0)
+    done = follow_up if follow_up is not None else max((s["round"] for s in submitted(run_dir)), default=0)
+    section = {"round": done, "max_rounds": max_rounds, "next": None, "final": True, "undecided": []}
+    retest = sorted(n for n, v in analysis.nodes.items() if v["verdict"] == "retest")
+    if not retest or max_rounds == 0:
+        return section  # nothing to retest, or --no-retest: the plan is printed, as before
+    if analysis.guard_tripped:
+        analysis.problems.append("no retest round: the blast-radius guard tripped (a fabric-wide problem "
+                                 "is not decided by retesting nodes)")
+        return section
+    if done < max_rounds and follow_up is not None:
+        nxt = _existing(run_dir, done + 1)
+        if nxt is None:
+            rounds = plan_round(analysis, raw, trusted or set(), switch_of)
+            if not rounds:
+                _undecided(analysis, retest, "no proven-good node to pair it with")
+                section["undecided"] = retest
+                return section
+            try:
+                nxt = submit_round(config, adapter_of(), run_dir, plan, done + 1, rounds)
+            except RetestSubmitError as exc:
+                analysis.problems.append(f"retest round {done + 1} of {max_rounds} could not be submitted: {exc}; "
+                                         f"{', '.join(retest)} stay retest (not drained); retest them by hand")
+                section["failed"] = str(exc)
+                return section
+        analysis.retest_plan = nxt["rounds"]
+        section.update(next={k: nxt[k] for k in ("round", "tasks", "analysis", "suspects")}, final=False)
+        fails = [n for n, v in analysis.nodes.items() if v["verdict"] == "fail"]
+        cap = guard_cap(analysis, config["burnin"])
+        if analysis.drain and len(fails) + len(retest) > cap:
+            analysis.problems.append(
+                f"drains of {', '.join(analysis.drain)} held until the retest rounds end: {len(fails)} failing "
+                f"and {len(retest)} retest node(s) could exceed the guard's limit of {cap}")
+            section["held"] = analysis.drain
+            analysis.drain = []
+        log(f"retest round {done + 1} of {max_rounds} submitted for {', '.join(nxt['suspects'])}: "
+            f"task jobs {','.join(nxt['tasks'].values())}, analysis job {nxt['analysis']}")
+        return section
+    if done >= max_rounds:
+        _undecided(analysis, retest, f"still below the line within the noise after {done} retest round(s)")
+        section["undecided"] = retest
+    return section
+
+
+def _existing(run_dir: str, stage: int) -> dict | None:
+    """A round already submitted (this analysis job was requeued): never twice."""
+    d = load_stage(run_dir, stage)
+    return d if d is not None and d.get("state") == "submitted" else None
+
+
+def _undecided(analysis, nodes: list[str], why: str) -> None:
+    """Nodes no round could decide: `untested` for a stated reason (never a drain)."""
+    for n in nodes:
+        analysis.nodes[n]["verdict"] = "untested"
+        analysis.nodes[n]["why"] = why
+    analysis.problems.append(f"{', '.join(nodes)}: untested: {why} (not drained)")
+    analysis.retest_plan = []
+
+
