@@ -168,7 +168,7 @@ def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
 
     from . import perftest
 
-    timeout = seconds(cfg["test_time_limit"]) + 30
+    timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
     servers: list = []
     clients: list = []
     for side, into in (("server", servers), ("client", clients)):
