@@ -46,7 +46,7 @@ def test_conviction_finds_two_slow_nodes_paired_together():
     assert ("gpu0001", "gpu0008") in rounds(nodes, 1)[0]
     g = link_values(pairs_of(Fabric(node={"gpu0001": 0.7, "gpu0008": 0.75}, noise=0.01), seed=2, nodes=nodes))
     convicted: set[str] = set()
-    c = Conviction(g, 0.9 * 380, 0.01, margins(8, 0.01), convicted, frozenset())
+    c = Conviction(g, 0.9 * 380, 0.01, 8, convicted, frozenset())
     assert c.suspect("gpu0001") and not c.suspect("gpu0002")
     c.run(node_scores(g, set()))
     assert convicted == {"gpu0001", "gpu0008"}

@@ -67,13 +67,28 @@ def top_half(values: list[float]) -> list[float]:
     return sorted(values, reverse=True)[:len(values) // 2 + 1]
 
 
-def level_estimate(values: list[float]) -> float:
-    """A node's level from its partners' values: the mean of the top half.
-    Its chance to fall below c is at most that of the mean of any fixed
-    k // 2 + 1 of the values (the top ones sum to at least as much), so
-    `fleet_margin` with m = k // 2 + 1 bounds it."""
-    top = top_half(values)
-    return sum(top) / len(top)
+def kept(values: list[float], sigma: float | None = None) -> list[float]:
+    """The pairs a node's level is estimated from. Without a noise scale:
+    the top half (up to half, less one, may be transient hits). With one:
+    every pair within 4.5 pair-difference sds of the node's best, so a node
+    with clean pairs uses them all (no upward bias from keeping only the
+    top ones, and the margin shrinks with every pair); hits far below are
+    left out. When more than half would be left out, the pairs disagree:
+    the top half then."""
+    if sigma is None:
+        return top_half(values)
+    band = max(values) * (1 - 4.5 * sigma * math.sqrt(2))
+    use = [v for v in values if v >= band]
+    return use if len(use) >= len(values) // 2 + 1 else top_half(values)
+
+
+def level_estimate(values: list[float], sigma: float | None = None) -> float:
+    """A node's level from its partners' values: the mean of `kept` values.
+    Its chance to fall below c is at most that of the mean of all m kept
+    (what is left out lies below the kept ones, so leaving it out only
+    raises the mean): `fleet_margin` with that m bounds it."""
+    use = kept(values, sigma)
+    return sum(use) / len(use)
 
 
 def fleet_margin(n: int, alpha: float, m: int) -> float:

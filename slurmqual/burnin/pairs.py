@@ -25,12 +25,16 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Iterable
 
-from .noise import drain_line, level_estimate, margins, one_sided_z, robust_noise, top_half
+from .noise import drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
 
 if TYPE_CHECKING:
     from .analyze import Measurement, Params
 
 Pair = tuple[str, str]
+# Where a decision rests on a fitted model (the transient hits' rate and
+# spread; an estimate the margin left undecided), its chance of a false
+# drain is held this many times below alpha: the model is itself estimated.
+MODEL_SAFETY = 10
 
 
 @dataclass
@@ -74,12 +78,12 @@ def link_values(ms: Iterable["Measurement"]) -> PairGraph:
     return PairGraph(repeats, value, adj, best)
 
 
-def node_scores(g: PairGraph, convicted: set[str]) -> dict[str, float | None]:
+def node_scores(g: PairGraph, convicted: set[str], sigma: float | None = None) -> dict[str, float | None]:
     """Level estimate over partners not convicted (a convict keeps all its pairs)."""
     out: dict[str, float | None] = {}
     for n, pairs in g.adj.items():
         vals = [v for q, v in pairs if q not in convicted] if n not in convicted else [v for _q, v in pairs]
-        out[n] = level_estimate(vals) if vals else None
+        out[n] = level_estimate(vals, sigma) if vals else None
     return out
 
 
@@ -104,27 +108,110 @@ def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: flo
     cut = (threshold - 0.15) * level
     healthy = [v / level for (a, b), v in g.value.items()
                if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
-    return robust_noise(healthy, floor)
+    # An upper bound, not the estimate: the spread of n/2 values is itself
+    # uncertain by about 1/sqrt(n/2) (two sds of it here), and a scale
+    # estimated too small is what drains a healthy node.
+    return robust_noise(healthy, floor) * (1 + 2 / math.sqrt(max(len(healthy) // 2, 1)))
+
+
+@dataclass(frozen=True)
+class Transients:
+    """How often a pair between two healthy nodes comes out clearly low
+    (transient congestion, a straggling run), estimated from the fleet's own
+    healthy pairs, and the ratios those hits had. A healthy node looks slow
+    only when most of its pairs are hit together: the chance of that over
+    the fleet decides whether a node's low pairs can be its own fault."""
+    rate: float
+    ratios: tuple[float, ...]
+    nodes: int
+
+    def chance(self, low: int, k: int, width: float) -> float:
+        """Expected number of healthy nodes, fleet-wide, with `low` of their
+        `k` pairs hit and those hits within `width` (relative) of each other:
+        binomial count times the agreement chance of the hits the fleet showed."""
+        if low <= 0:
+            return float(self.nodes)
+        return self.nodes * math.comb(k, low) * self.rate ** low * self.agreement(low, width)
+
+    def agreement(self, m: int, width: float) -> float:
+        """Chance that m hits land within `width` of each other (their spread
+        in the fleet's observed hits); 1 while too few hits were seen to say."""
+        r = self.ratios
+        if m <= 1 or len(r) < 12:
+            return 1.0
+        # Fraction of windows: for each observed hit as the lowest, the share
+        # of hits within `width` above it, to the power m - 1 (hits are
+        # independent draws from what was observed).
+        total = 0.0
+        j = 0
+        n = len(r)
+        for i in range(n):
+            if j < i:
+                j = i
+            while j + 1 < n and r[j + 1] - r[i] <= width:
+                j += 1
+            total += ((j - i + 1) / n) ** (m - 1)
+        return min(1.0, m * total / n)
+
+
+def transients(g: PairGraph, score: dict, convicted: set[str], line: float, level: float,
+               sigma: float) -> Transients:
+    """Pairs between two nodes that look healthy (level above the line)
+    that came out clearly low: below the line and 4 noise sds under the
+    healthy level. The rate is an upper bound (two sds of the count above
+    what was seen), so that a fleet that showed a few hits is not trusted
+    to have that few; one that showed none has none worth a margin (even
+    at 1 in 400 unseen, three hits on one node are 1 in 64 million)."""
+    cut = min(line, level * (1 - 4 * sigma))
+    total, hits = 0, []
+    for (a, b), v in g.value.items():
+        if a in convicted or b in convicted or (score[a] or 0) < line or (score[b] or 0) < line:
+            continue
+        total += 1
+        if v < cut:
+            hits.append(v / level)
+    h = len(hits)
+    return Transients(min(1.0, (h + 2 * math.sqrt(h)) / max(total, 1)), tuple(sorted(hits)), len(g.adj))
+
+
+def near_line(score: dict, line: float, sigma: float) -> int:
+    """How many nodes could be at the line: their level within 4 sds (of a
+    two-pair estimate) of it. The drain margin is sized for these, not the
+    whole fleet: a healthy node far above the line cannot be pushed under
+    the margin by gaussian noise, so counting it only blunts the test
+    (outliers are the transient model's job)."""
+    sd = line * sigma / math.sqrt(2)
+    return max(1, sum(1 for s in score.values() if s is not None and abs(s - line) <= 4 * sd))
 
 
 class Conviction:
     """One pass of convictions at a fixed line and noise: nodes below the
     line, slowest first; `convicted` grows in place."""
 
-    def __init__(self, g: PairGraph, line: float, sigma: float, z: dict[int, float],
-                 convicted: set[str], trusted: frozenset[str], threshold: float = 0.9):
+    def __init__(self, g: PairGraph, line: float, sigma: float, judged: int,
+                 convicted: set[str], trusted: frozenset[str], threshold: float = 0.9,
+                 hits: Transients | None = None, alpha: float = 0.01):
+        """`judged`: how many nodes the margin is sized for (those near the line)."""
         self.g, self.line, self.sigma, self.trusted, self.threshold = g, line, sigma, trusted, threshold
+        self.hits, self.alpha, self.judged = hits, alpha, judged
         self.convicted = convicted
-        self._drain_at = {k: drain_line(line, sigma, zk) for k, zk in z.items()}
-        self._k_max = max(z)
+        self._drain_at: dict[int, float] = {}
 
-    def healthy_floor(self, k: int) -> float:
-        """Below it, a level from k partners is not a healthy node's (at the
-        fleet level, line / threshold), by the same alpha margin."""
-        return self.line / self.threshold * (self.drain_line(k) / self.line)
+    def healthy_floor(self, m: int) -> float:
+        """Below it, a level from m pairs is not a healthy node's (at the
+        fleet level, line / threshold), at alpha / MODEL_SAFETY over the
+        whole fleet: it decides nodes the margin left undecided."""
+        z = fleet_margin(len(self.g.adj), self.alpha / MODEL_SAFETY, m)
+        return self.line / self.threshold * (1 - z * self.sigma)
 
-    def drain_line(self, k: int) -> float:
-        return self._drain_at.get(k, self._drain_at[self._k_max])
+    def drain_line(self, m: int) -> float:
+        """Where a level averaged over m pairs is clearly below the line."""
+        if m not in self._drain_at:
+            self._drain_at[m] = drain_line(self.line, self.sigma, fleet_margin(self.judged, self.alpha, m))
+        return self._drain_at[m]
+
+    def est(self, vals: list[float]) -> float:
+        return level_estimate(vals, self.sigma)
 
     def free(self, n: str) -> list[float]:
         return [v for q, v in self.g.adj[n] if q not in self.convicted]
@@ -132,12 +219,14 @@ class Conviction:
     def consistent(self, vals: list[float], s: float) -> bool:
         """(Nearly) no pair above the line: a slow node bottlenecks every
         pair; a pair far above the node's own level (beyond what noise
-        spreads runs of one level apart) contradicts it. With three partners
-        one healthy pair saves a node (two transients on one node are not
-        rare in a big fleet); one lucky pair does not save a node slow with
-        three others."""
+        spreads runs of one level apart) contradicts it."""
         high = min(self.line, s * (1 + 6 * self.sigma))
         if sum(1 for v in vals if v >= high) >= len(vals) // 2:
+            return False
+        # A pair cannot run faster than its slower node: one clearly above
+        # this node's level (beyond what noise spreads two runs apart) says
+        # the node is not slow; its low pairs are hits or links.
+        if max(vals) > s * (1 + 4.5 * self.sigma * math.sqrt(2)):
             return False
         # The pairs that make the level agree with one level: transient
         # congestion scatters its hits (x0.45-0.85), a slow node does not.
@@ -146,8 +235,23 @@ class Conviction:
 
     def slow_rule(self, vals: list[float], s: float) -> bool:
         """Slow with at least two distinct partners, its level clearly below
-        the line (the margin for the mean of its top half), consistently."""
-        return len(vals) >= 2 and s < self.drain_line(len(vals)) and self.consistent(vals, s)
+        the line (the margin for the mean of its top half), consistently,
+        and not something transient hits on a healthy node explain."""
+        return len(vals) >= 2 and s < self.drain_line(len(kept(vals, self.sigma))) \
+            and self.consistent(vals, s) and not self.hit_by_transients(vals, s)
+
+    def hit_by_transients(self, vals: list[float], s: float) -> bool:
+        """Would healthy nodes hit on as many of their pairs, their hits
+        agreeing as closely as these pairs do, show up by chance somewhere
+        in the fleet (expected count >= alpha)? Then the pairs do not
+        decide: more partners (a retest) do. (A slow node's pairs agree to
+        within the noise; transient hits scatter.)"""
+        if self.hits is None:
+            return False
+        low = [v for v in vals if v < self.line]
+        level = self.line / self.threshold
+        width = max((max(low) - min(low)) / level if low else 0.0, self.sigma)
+        return self.hits.chance(len(low), len(vals), width) >= self.alpha / MODEL_SAFETY
 
     def suspect(self, q: str) -> bool:
         """Below the line with every partner: its pairs may be its own fault
@@ -166,11 +270,12 @@ class Conviction:
         clean = [(q, v) for q, v in adj[n] if q not in convicted and not self.suspect(q)]
         if len(clean) >= 2:
             vals = [v for _q, v in clean]
-            return self.slow_rule(vals, level_estimate(vals))
+            return self.slow_rule(vals, self.est(vals))
         if len(clean) == 1 and len(adj[n]) >= 2:
             q = clean[0][0]
             every = [v for _q, v in adj[n]]
             return max(every) < self.drain_line(len(every)) and \
+                not self.hit_by_transients(every, self.est(every)) and \
                 (q in self.trusted or any(w >= self.line for r, w in adj[q] if r != n and r not in convicted))
         return False
 
@@ -182,7 +287,7 @@ class Conviction:
                 if r not in self.convicted:
                     rv = self.free(r)
                     if rv:
-                        heapq.heappush(heap, (level_estimate(rv), -len(rv), r))
+                        heapq.heappush(heap, (self.est(rv), -len(rv), r))
 
     def run(self, score: dict[str, float | None]) -> None:
         """Convict, slowest first; nodes below the line whose slowness may be
@@ -203,7 +308,7 @@ class Conviction:
                 vals = self.free(n)
                 if not vals:
                     continue
-                now = level_estimate(vals)
+                now = self.est(vals)
                 if now != s:
                     heapq.heappush(heap, (now, -len(vals), n))
                     continue
@@ -219,7 +324,7 @@ class Conviction:
             while deferred:
                 s, _k, n = heapq.heappop(deferred)
                 vals = self.free(n) if n not in convicted else []
-                if vals and level_estimate(vals) == s and self.slow_rule(vals, s):
+                if vals and self.est(vals) == s and self.slow_rule(vals, s):
                     convicted.add(n)
                     tentative.add(n)
                     self._push_around(n, heap)
@@ -234,25 +339,34 @@ class Conviction:
                 convicted.add(n)
 
 
-def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", z: dict[int, float],
-            trusted: frozenset[str]) -> tuple[set[str], dict[str, float | None], float, float]:
+def judge_at(g: PairGraph, score: dict, convicted: set[str], fleet: float, p: "Params",
+             trusted: frozenset[str]) -> Conviction:
+    """The judge for one pass at fleet level `fleet`: the line, the healthy
+    pairs' noise, margins sized for the nodes near the line, and the
+    fleet's transient hits."""
+    line = p.threshold * fleet
+    sigma = healthy_noise(g, score, convicted, p.threshold, p.noise_floor)
+    hits = transients(g, score, convicted, line, fleet, sigma)
+    return Conviction(g, line, sigma, near_line(score, line, sigma), convicted, trusted, p.threshold, hits, p.alpha)
+
+
+def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params",
+            trusted: frozenset[str]) -> tuple[set[str], dict[str, float | None], float, Conviction]:
     """Passes of `Conviction` until the convicts and the fleet median settle
     (convictions only grow). `pinned`: the fleet level is given, not re-estimated.
-    Returns (convicted, scores, fleet level, noise)."""
+    Returns (convicted, scores, fleet level, the last pass's judge)."""
     convicted: set[str] = set()
     score = node_scores(g, convicted)
-    sigma = p.noise_floor
     for _ in range(8):
-        line = p.threshold * fleet
-        sigma = healthy_noise(g, score, convicted, p.threshold, p.noise_floor)
+        judge = judge_at(g, score, convicted, fleet, p, trusted)
         before = len(convicted)
-        Conviction(g, line, sigma, z, convicted, trusted, p.threshold).run(score)
-        score = node_scores(g, convicted)
+        judge.run(node_scores(g, convicted, judge.sigma))
+        score = node_scores(g, convicted, judge.sigma)
         new_fleet = fleet if pinned else median(s for s in score.values() if s is not None)
         if len(convicted) == before and new_fleet == fleet:
             break
         fleet = new_fleet
-    return convicted, score, fleet, sigma
+    return convicted, score, fleet, judge
 
 
 def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float) -> list[list[str]]:
@@ -280,23 +394,23 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
     g = link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
-    z = margins(n_nodes, p.alpha)
     if level:
-        convicted, score, fleet, sigma = convict(g, level, True, p, z, trusted)
+        convicted, score, fleet, judge = convict(g, level, True, p, trusted)
     else:
         first = node_scores(g, set())
-        convicted, score, fleet, sigma = convict(g, median(s for s in first.values() if s is not None),
-                                                 False, p, z, trusted)
+        convicted, score, fleet, judge = convict(g, median(s for s in first.values() if s is not None),
+                                                 False, p, trusted)
     # Nodes whose best pair is clearly *above* the fleet by as much as the drain
-    # line is below it: the fleet is split in two levels and its median sits at
-    # the slow one. Judge against the top level then (the guard trips anyway).
-    high = fleet / p.threshold * (1 + z[3] * sigma)
+    # line is below it (the whole fleet's margin: a split is a fleet-wide
+    # claim): the fleet is split in two levels and its median sits at the
+    # slow one. Judge against the top level then (the guard trips anyway).
+    high = fleet / p.threshold * (1 + margins(n_nodes, p.alpha)[3] * judge.sigma)
     above = sum(1 for n in g.adj if g.best[n] > high)
     split = above > cap and not level
     if level:
         pass
     elif split:
-        convicted, score, fleet, sigma = convict(g, top_level(g, convicted, p.threshold), True, p, z, trusted)
+        convicted, score, fleet, judge = convict(g, top_level(g, convicted, p.threshold), True, p, trusted)
     elif len(convicted) > cap:
         # Too many slow nodes for the guard: the median over all nodes sits
         # between two levels. Say which nodes are slow against the level of
@@ -306,8 +420,9 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             q75 = rest[(3 * len(rest)) // 4]
             rest_level = median(x for x in rest if x >= p.threshold * q75)
             if rest_level > fleet:
-                convicted, score, fleet, sigma = convict(g, rest_level, True, p, z, trusted)
-    line = p.threshold * fleet
+                convicted, score, fleet, judge = convict(g, rest_level, True, p, trusted)
+    judge = judge_at(g, score, convicted, fleet, p, trusted)
+    line, sigma = judge.line, judge.sigma
 
     verdicts: dict[str, str] = {}
     for n in g.adj:
@@ -317,12 +432,13 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
         else:
             verdicts[n] = "pass"
-    leaning = retest_leaning(g, verdicts, convicted, Conviction(g, line, sigma, z, convicted, trusted, p.threshold))
+    leaning = retest_leaning(g, verdicts, convicted, judge)
     links = suspect_links(g, convicted, line, sigma, p.alpha)
     info = {"pairs": len(g.value), "measured": len(ms),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
-            "drain_line_3": round(drain_line(line, sigma, z[3]), 3), "clearly_above": above if split else 0,
-            "split": split}
+            "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
+            "split": split, "near_line": near_line(score, line, sigma),
+            "transient_rate": round(judge.hits.rate, 4) if judge.hits else 0.0}
     return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning)
 
 
@@ -342,11 +458,13 @@ def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],
         if not vals:
             out[n] = (None, "retest")
             continue
-        est = level_estimate(vals)
-        sd = c.line * c.sigma / math.sqrt(len(vals) // 2 + 1)
+        est = c.est(vals)
+        m = len(kept(vals, c.sigma))
+        sd = c.line * c.sigma / math.sqrt(m)
         # Decided against the line only when, by the fleet's alpha margin,
         # it cannot be a healthy node either (noise too wide to decide: pass).
-        if est < min(c.line, c.healthy_floor(len(vals))) and c.consistent(vals, est):
+        if est < min(c.line, c.healthy_floor(m)) and c.consistent(vals, est) \
+                and not c.hit_by_transients(vals, est):
             out[n] = (round((c.line - est) / sd, 3), "fail")
         else:
             out[n] = (0.0 if est < c.line else round((est - c.line) / sd, 3), "pass")
