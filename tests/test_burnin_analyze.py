@@ -269,9 +269,10 @@ def test_a_requalify_is_judged_against_the_fleet_not_its_references():
 
 
 def test_retest_budget_decides_the_least_ambiguous_by_their_estimate():
-    # 8% of 512 nodes at 0.85 (2% noise): more below the line than max(2, 5%) retests.
+    # 8% of 512 nodes at 0.87 (2% noise, 3 partners: within the margin):
+    # more below the line than max(2, 5%) retests.
     nodes = names(512)
-    slow = {n: 0.85 for n in nodes[::12]}
+    slow = {n: 0.87 for n in nodes[::12]}
     a = analyze(run(nodes, Fabric(net=slow, noise=0.02), seed=11), nodes, params=Params(guard_fraction=0.2))
     budget = max(2, int(0.05 * 512))
     assert len(verdicts(a, "retest")) <= budget
@@ -287,6 +288,21 @@ def test_retest_budget_decides_the_least_ambiguous_by_their_estimate():
 def test_transient_congestion_neither_widens_the_noise_nor_drains():
     nodes = names(512)
     slow = {n: 0.8 for n in nodes[5::50]}
-    a = analyze(run(nodes, Fabric(node=slow, noise=0.02, transient=0.04), seed=5), nodes)
+    a = analyze(run(nodes, Fabric(node=slow, noise=0.02, transient=0.04), seed=5, n_rounds=4), nodes)
     assert a.noise["all_reduce:pair"] < 0.03  # the old 1%-quantile widening read ~0.1 here
     assert a.drain == sorted(slow)
+    assert 0.02 < a.keys["all_reduce:pair"]["transient_rate"] < 0.1  # the fleet's own hits, seen
+
+
+def test_three_hit_pairs_do_not_convict_where_transients_are_common():
+    # 4% of pairs hit: a healthy node with all three pairs hit is expected
+    # about once in 30 runs of 512 nodes, so three slow pairs do not decide
+    # (retest: new partners do); four do (previous test). Without transient
+    # hits in the fleet three decide.
+    nodes = names(512)
+    slow = {n: 0.8 for n in nodes[5::50]}
+    a = analyze(run(nodes, Fabric(node=slow, noise=0.02, transient=0.04), seed=5), nodes)
+    assert a.drain == [] and all(a.nodes[n]["verdict"] == "retest" for n in slow)
+    assert sorted(n for n in slow if n in {m for rnd in a.retest_plan for pair in rnd for m in pair}) == sorted(slow)
+    clean = analyze(run(nodes, Fabric(node=slow, noise=0.02), seed=5), nodes)
+    assert clean.drain == sorted(slow) and clean.keys["all_reduce:pair"]["transient_rate"] == 0.0

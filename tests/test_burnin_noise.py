@@ -47,3 +47,13 @@ def test_a_heavy_low_tail_does_not_widen_the_noise():
 def test_level_estimate_ignores_the_lowest_pair_of_three():
     assert top_half([0.5, 1.0, 0.98]) == [1.0, 0.98] and level_estimate([0.5, 1.0, 0.98]) == pytest.approx(0.99)
     assert level_estimate([0.8, 0.9]) == pytest.approx(0.85)  # two partners: both count
+
+
+def test_kept_uses_every_clean_pair_and_leaves_out_far_hits():
+    from slurmqual.burnin.noise import kept
+    assert kept([0.86, 0.84, 0.85], 0.02) == [0.86, 0.84, 0.85]  # no upward bias of a top-half mean
+    assert level_estimate([0.86, 0.84, 0.85], 0.02) == pytest.approx(0.85)
+    assert kept([1.0, 0.99, 0.55, 1.01], 0.02) == [1.0, 0.99, 1.01]  # a transient hit far below
+    # More than half far below the best: the pairs disagree, the top half decides.
+    assert kept([1.0, 0.6, 0.55], 0.02) == [1.0, 0.6]
+    assert kept([1.0, 0.6, 0.55]) == top_half([1.0, 0.6, 0.55])  # no scale known: the top half

@@ -64,3 +64,22 @@ def test_judge_pairs_one_key():
     assert r.verdicts["gpu0004"] == "fail" and sum(v == "pass" for v in r.verdicts.values()) == 15
     assert r.median == pytest.approx(380, rel=0.03) and r.line == pytest.approx(0.9 * r.median)
     assert r.info["pairs"] == 24 and not r.info["split"]
+
+
+def test_transient_model_counts_the_fleets_hits_and_their_agreement():
+    from slurmqual.burnin.pairs import Transients, near_line, transients
+    nodes = names(256)
+    g = link_values(pairs_of(Fabric(noise=0.01, transient=0.05), seed=4, nodes=nodes))
+    score = node_scores(g, set(), 0.01)
+    hits = transients(g, score, set(), 0.9 * 380, 380, 0.01)
+    assert 0.03 < hits.rate < 0.12 and len(hits.ratios) >= 12
+    assert all(0.4 < r < 0.9 for r in hits.ratios)
+    # Hits spread over 0.45-0.85: three within 0.02 of each other are rare,
+    # within 0.4 certain; more hits agreeing are rarer still.
+    assert hits.agreement(3, 0.02) < 0.05 < hits.agreement(3, 0.2) and hits.agreement(3, 0.5) == 1.0
+    assert hits.agreement(4, 0.1) < hits.agreement(3, 0.1)
+    assert hits.chance(3, 3, 0.1) > hits.chance(4, 4, 0.1) > 0
+    none = Transients(0.0, (), 256)
+    assert none.chance(3, 3, 0.1) == 0.0
+    # Margins are sized for the nodes that could be at the line, not the fleet.
+    assert near_line({"a": 380.0, "b": 342.0, "c": 340.0, "d": None}, 342.0, 0.01) == 2

@@ -145,7 +145,7 @@ def test_read_methods_for_status_and_history(tmp_path):
     b = s.baseline("n1")
     assert b == {"score": n1, "driver": "550.54.15", "nccl": "2.21.5", "nic_fw": "28.39.1002", "run_id": "r1",
                  "time": 1000.0}
-    raw2, a2 = judged(Fabric(net={"n2": 0.88}, noise=0.02), seed=3)
+    raw2, a2 = judged(Fabric(net={"n2": 0.86}, noise=0.02), seed=3)  # within the noise of the line: retest, no baseline
     s.record_run(RunRecord("r2", 2000.0, NODES), raw2, a2)
     assert s.last_verdict("n2") == {"run_id": "r2", "time": 2000.0, "verdict": a2["nodes"]["n2"]["verdict"],
                                     "score": a2["nodes"]["n2"]["score"]}
