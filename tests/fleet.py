@@ -88,6 +88,16 @@ def run(nodes: list[str], fabric: Fabric, seed: int = 0, n_rounds: int = 3, grou
     return out
 
 
+def follow_up(plan: list[list[list[str]]], fabric: Fabric, seed: int, first_round: int,
+              tests: tuple[str, ...] = ("all_reduce",)) -> list[Measurement]:
+    """What an automatic retest submission measures: the analysis' retest
+    plan (rounds of [suspect, proven-good] pairs) on the same fabric, with
+    the same noise, transients and failures as `run`."""
+    pairs = [tuple(p) for rnd in plan for p in rnd]
+    return run([], Fabric(**{**fabric.__dict__, "repeat": pairs}), seed=seed, n_rounds=first_round - 1,
+               tests=tests, intra=False)
+
+
 def run_pairs(rounds_: list[list[tuple[str, str]]], fabric: Fabric, seed: int = 0,
               tests: tuple[str, ...] = ("all_reduce",)) -> list[Measurement]:
     """Explicit rounds of pairs (a requalify's plan), with each node's intra test first."""

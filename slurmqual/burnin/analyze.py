@@ -491,9 +491,20 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     budget = max(p.retest_min, int(p.retest_fraction * tested))
     held = sum(1 for v in nodes.values() if v["verdict"] == "fail") > max(p.guard_min, int(p.guard_fraction * tested)) \
         or any(r.info.get("split") for r in results.values())
+    before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
+    budget_held = 0
     decided = [] if held else _apply_retest_budget(nodes, results, budget)
     for n in decided:
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
+    if decided and sum(1 for v in nodes.values() if v["verdict"] == "fail") > \
+            max(p.guard_min, int(p.guard_fraction * tested)):
+        # Deciding them would trip the guard: the run is held, and a held
+        # run decides nothing (its retests stay retests, none passes).
+        for n in decided:
+            nodes[n]["keys"] = before[n]
+            nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
+        budget_held = len(decided)
+        decided = []
     if decided:
         fails = sum(1 for n in decided if nodes[n]["verdict"] == "fail")
         problems.append(f"retest budget ({budget}): {len(decided)} least ambiguous retest node(s) decided by their "
@@ -505,15 +516,19 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
-    tripped = len(would) > cap
+    tripped = len(would) > cap or bool(budget_held)
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:
         tripped = True
         problems.append("blast-radius guard: the fleet is split in two levels (" +
                         ", ".join(f"{k}: {c} nodes clearly above the median of the rest" for k, c in sorted(split.items())) +
                         "); draining none: suspect a fabric-wide problem")
-    elif tripped:
+    elif len(would) > cap:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
+                        "draining none: suspect a fabric-wide problem")
+    elif budget_held:
+        problems.append(f"blast-radius guard: {len(would)} of {tested} nodes fail and deciding the {budget_held} "
+                        f"retests past the budget ({budget}) would drain over the limit ({cap}); "
                         "draining none: suspect a fabric-wide problem")
 
     from .gpus import below_baselines, is_gpu_key

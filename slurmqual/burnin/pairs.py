@@ -35,6 +35,7 @@ Pair = tuple[str, str]
 # spread; an estimate the margin left undecided), its chance of a false
 # drain is held this many times below alpha: the model is itself estimated.
 MODEL_SAFETY = 10
+MIN_HITS = 3  # clearly low healthy pairs before the fleet is said to have transient hits
 
 
 @dataclass
@@ -160,8 +161,10 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
     that came out clearly low: below the line and 4 noise sds under the
     healthy level. The rate is an upper bound (two sds of the count above
     what was seen), so that a fleet that showed a few hits is not trusted
-    to have that few; one that showed none has none worth a margin (even
-    at 1 in 400 unseen, three hits on one node are 1 in 64 million)."""
+    to have that few. Fewer than MIN_HITS are no rate at all: one or two low
+    pairs are as likely slow links (a small fleet would read one bad cable
+    as a 15% transient rate), and a rate that low costs no margin anyway
+    (at 1 in 400, three hits on one node are 1 in 64 million)."""
     cut = min(line, level * (1 - 4 * sigma))
     total, hits = 0, []
     for (a, b), v in g.value.items():
@@ -171,6 +174,8 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
         if v < cut:
             hits.append(v / level)
     h = len(hits)
+    if h < MIN_HITS:
+        return Transients(0.0, tuple(sorted(hits)), len(g.adj))
     return Transients(min(1.0, (h + 2 * math.sqrt(h)) / max(total, 1)), tuple(sorted(hits)), len(g.adj))
 
 
