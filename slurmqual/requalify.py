@@ -43,24 +43,15 @@ def pick_references(store, candidates: list, swapped: set[str], count: int, now:
 
 def progress(run_dir: str) -> str:
     """`tasks 1/3 done, 12 measurements so far` from a run directory's result files."""
-    import glob
+    from .burnin import rundir
 
-    from .burnin.rundir import planned_tasks
-
-    try:
-        with open(os.path.join(run_dir, "plan.json")) as fh:
-            total = len(planned_tasks(run_dir, json.load(fh)))  # retest rounds' tasks included
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    try:  # retest rounds' tasks included
+        total = len(rundir.planned_tasks(run_dir, rundir.read_plan(run_dir)))
+    except rundir.RunDirError:
         total = 0
-    done = measured = 0
-    for path in glob.glob(os.path.join(run_dir, "results", "task-*.json")):
-        try:
-            with open(path) as fh:
-                res = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        measured += len(res.get("measurements", []))
-        done += res.get("complete") is not False
+    results = rundir.read_results(run_dir)[0]
+    done = sum(res.get("complete") is not False for _p, res in results)
+    measured = sum(len(res["measurements"]) for _p, res in results)
     return f"tasks {done}/{total} done, {measured} measurements so far"
 
 
@@ -361,9 +352,10 @@ class Requalify:
         else:
             raise RequalifyError(f"burn-in did not finish within 4 h (see {run_dir}/logs)")
         try:
-            with open(os.path.join(run_dir, "analysis.json")) as fh:
-                analysis = json.load(fh)
-        except (OSError, ValueError):
+            analysis = rundir.read_analysis(run_dir)
+            if analysis is None:
+                raise rundir.RunDirError("no analysis.json")
+        except rundir.RunDirError:
             # E.g. the analysis job was cancelled while the tasks still run: they
             # stay in self.jobs so the cleanup cancels them (and the reservation can go).
             raise RequalifyError(f"burn-in produced no analysis (see {run_dir}/logs)") from None

@@ -2,7 +2,7 @@
 
 The run directory is made by the real `submit` (through an adapter that only
 records sbatch lines: no Slurm here; tests/test_slurm_burnin.py runs it all on
-real Slurm), its task results are what `task.write_result` writes for a
+real Slurm), its task results are what `rundir.write_result` writes for a
 fleet's measurements (tests/fleet.py), and the analysis is the real one."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 from fleet import Fabric, names, run, run_pairs
 from slurmqual.burnin import retest, rundir, runner
 from slurmqual.burnin.plan import groups, retest_plan, rounds
-from slurmqual.burnin.task import planned_group, planned_rounds, write_result
+from slurmqual.burnin.rundir import write_result
+from slurmqual.burnin.task import planned_group, planned_rounds
 from slurmqual.config import load
 from slurmqual.slurm import SlurmError
 from slurmqual.testing import FakeAdapter

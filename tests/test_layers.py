@@ -177,3 +177,18 @@ def test_the_analysis_sees_every_kind_of_import(tmp_path, source, finds):
 def test_the_analysis_finds_a_circle_and_an_upward_import():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
     assert layer("slurmqual.checks.xid") == ENGINE and layer("slurmqual.commands.install") == COMMANDS
+
+
+def test_only_rundir_names_the_run_directory_files():
+    """plan.json, jobs.json, analysis.json and results/task-N.json are named
+    (so opened) only by burnin/rundir.py, their one reader and writer."""
+    names = ("plan.json", "jobs.json", "analysis.json", "task-*.json", "results", "logs")
+    offenders = []
+    for module, path in modules().items():
+        if module == "slurmqual.burnin.rundir":
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Call) and "join" in ast.unparse(node.func) and any(
+                    isinstance(a, ast.Constant) and a.value in names for a in node.args):
+                offenders.append(f"{module}:{node.lineno}")
+    assert offenders == []

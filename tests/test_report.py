@@ -108,7 +108,7 @@ def test_bad_input_is_a_clear_error(tmp_path):
     with pytest.raises(ReportError, match="cannot read analysis"):
         load_analysis(str(bad))
     bad.write_text("[1]")
-    with pytest.raises(ReportError, match="not an object"):
+    with pytest.raises(ReportError, match="not a burn-in analysis"):
         load_analysis(str(bad))
 
 

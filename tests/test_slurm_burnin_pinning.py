@@ -284,7 +284,7 @@ def test_a_job_on_other_nodes_than_planned_refuses_to_test(tmp_path, monkeypatch
 
 def test_incomplete_tasks_count_the_ones_that_never_wrote_a_result(tmp_path):
     from slurmqual.burnin.runner import incomplete_tasks
-    from slurmqual.burnin.task import write_result
+    from slurmqual.burnin.rundir import write_result
 
     run = _run_dir(tmp_path, [["n1", "n2"], ["n3", "n4"], ["n5", "n6"], ["n7", "n8"]])
     write_result(str(run), {"task": "0", "nodes": ["n1", "n2"], "complete": True, "measurements": []})

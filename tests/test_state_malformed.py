@@ -138,3 +138,75 @@ def test_only_nodestate_opens_node_state_files():
                                                       for a in node.args) and "join" in ast.unparse(node.func):
                     offenders.append(f"{os.path.relpath(path, pkg)}:{node.lineno}")
     assert offenders == []
+
+
+# -- burn-in run directories (burnin/rundir.py, their one reader and writer) ----------------------
+
+RUN_BREAKS = {
+    "plan.json": {
+        "bad-node-name": lambda d: json.dumps(dict(d, scope=["n1", "n1 n2"])),
+        "groups-a-word": lambda d: json.dumps(dict(d, groups="n1,n2")),
+        "rounds-of-three": lambda d: json.dumps(dict(d, rounds=[[["n1", "n2", "n3"]]])),
+        "truncated": lambda d: json.dumps(d)[:30],
+    },
+    "results/task-0.json": {
+        "measurements-an-object": lambda d: json.dumps(dict(d, measurements={})),
+        "versions-a-list": lambda d: json.dumps(dict(d, versions=["2.21.5"])),
+        "not-an-object": lambda d: json.dumps([d]),
+    },
+}
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A run directory as `burnin submit` (runner.submit, FakeAdapter) and a task's checkpoint write it."""
+    from fleet import Fabric, run as fleet_run
+    from slurmqual.burnin import rundir
+    from slurmqual.burnin.runner import submit
+
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[burnin]\nrun_dir = "{tmp_path}/runs"\ngroup_size = 4\n[store]\npath = "{tmp_path}/sq.db"\n'
+                   f'[hooks]\nstate_dir = "{tmp_path}/state"\n')
+    nodes = ["n1", "n2", "n3", "n4"]
+    sub = submit(load(str(cfg), use_cache=False), FakeAdapter(), nodes, None, None)
+    ms = [m.to_dict() for m in fleet_run(nodes, Fabric(noise=0.01), seed=1)]
+    rundir.write_result(sub["run_dir"], {"task": "0", "nodes": nodes, "complete": True, "measurements": ms,
+                                         "versions": {"n1": {"nccl": "2.21.5"}}})
+    return cfg, sub["run_dir"]
+
+
+def break_run_file(run_dir: str, name: str, how: str) -> None:
+    path = os.path.join(run_dir, name)
+    with open(path) as fh:
+        doc = json.load(fh)
+    with open(path, "w") as fh:
+        fh.write(RUN_BREAKS[name][how](doc))
+
+
+@pytest.mark.parametrize("name,how", [(n, h) for n, hs in RUN_BREAKS.items() for h in hs])
+def test_malformed_run_files_are_clear_errors(run, name, how, capsys):
+    from slurmqual.burnin.task import planned_group
+    from slurmqual.requalify import progress
+
+    cfg, run_dir = run
+    assert progress(run_dir) == f"tasks 1/1 done, {len(json.load(open(os.path.join(run_dir, 'results/task-0.json')))['measurements'])} measurements so far"
+    break_run_file(run_dir, name, how)
+    rc = cli.main(["burnin", "analyze", run_dir, "--dry-run", "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err and name.split("/")[-1] in err
+    assert ("not a burn-in run directory" if name == "plan.json" else "unreadable task result") in err
+    # requalify's progress line and the task's plan lookup go on without the bad file
+    assert progress(run_dir).startswith("tasks 0/" if name != "plan.json" else "tasks 1/0")
+    assert planned_group(run_dir, "0") == (None if name == "plan.json" else ["n1", "n2", "n3", "n4"])
+
+
+@pytest.mark.parametrize("content,why", [('{"tasks": ["101"]}', "'tasks' is not a map"),
+                                         ('{"tasks": {"0": "101"}, "analysis": "x; rm"}', "'analysis' is not a job id"),
+                                         ("{", "not JSON")])
+def test_watch_names_a_malformed_jobs_file(run, content, why, capsys):
+    cfg, run_dir = run
+    with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
+        fh.write(content)
+    assert cli.main(["burnin", "watch", run_dir, "--config", str(cfg)]) != 0
+    err = capsys.readouterr().err
+    assert "unreadable jobs.json" in err and why in err

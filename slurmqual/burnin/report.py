@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import os
 import sys
 import time
@@ -31,17 +30,16 @@ class ReportError(Exception):
 
 def load_analysis(run: str) -> tuple[dict, str]:
     """Accept a run directory (with analysis.json) or the analysis JSON file itself."""
-    path = os.path.join(run, "analysis.json") if os.path.isdir(run) else run
+    from .rundir import RunDirError, analysis_path, read_analysis
+
+    path = analysis_path(run) if os.path.isdir(run) else run
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no analysis found (run `slurmqual burnin analyze` first)") from None
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"{path}: cannot read analysis: {exc}") from None
-    if not isinstance(data, dict):
-        raise ReportError(f"{path}: not a slurmqual analysis (not an object)")
-    for key in ("median", "threshold", "nodes"):
+        data = read_analysis(path)
+    except RunDirError as exc:
+        raise ReportError(f"cannot read analysis: {exc}") from None
+    if data is None:
+        raise ReportError(f"{path}: no analysis found (run `slurmqual burnin analyze` first)")
+    for key in ("median", "threshold"):
         if key not in data:
             raise ReportError(f"{path}: not a slurmqual analysis (missing {key!r})")
     return data, path

@@ -4,12 +4,11 @@ rules), the store, metrics and analysis.json. Only the analysis writes the store
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import secrets
 import time
 
+from . import rundir
 from .analyze import Analysis, Measurement, Params, analyze
 from .plan import groups
 
@@ -88,14 +87,14 @@ class JobLines:
 
         return [f"--job-name=slurmqual-burnin-{self.run_id}", f"--nodes={len(group)}",
                 f"--nodelist={compress(group)}", "--exclusive", f"--time={self.cfg['task_time_limit']}",
-                f"--output={self.run_dir}/logs/task-{task_id}.out", self.env, *self.common]
+                f"--output={rundir.logs_dir(self.run_dir)}/task-{task_id}.out", self.env, *self.common]
 
     def task_script(self, task_id: str) -> str:
         return f"SLURMQUAL_BURNIN_TASK={task_id} exec {self.exe} burnin task {self.run_dir}"
 
     def analysis(self, stage: int = 0) -> list[str]:
         log = "analysis.out" if not stage else f"analysis-r{stage}.out"
-        return [f"--job-name=slurmqual-analysis-{self.run_id}", "--nodes=1", f"--output={self.run_dir}/logs/{log}",
+        return [f"--job-name=slurmqual-analysis-{self.run_id}", "--nodes=1", f"--output={rundir.logs_dir(self.run_dir)}/{log}",
                 "--time=00:30:00", self.env, *self.analysis_common]
 
     def analysis_script(self, stage: int = 0) -> str:
@@ -157,23 +156,19 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
     rounds itself (False: it only prints the retest plan)."""
     sub = submission(config, nodes, partition, reservation, explicit_rounds, switch_of)
     run_dir = sub["run_dir"]
-    os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
-    with open(os.path.join(run_dir, "plan.json"), "w") as fh:
-        json.dump({"run_id": sub["run_id"], "scope": sub["scope"], "groups": sub["groups"], "time": time.time(),
-                   "config_digest": config.digest, "rounds": explicit_rounds, "group_rounds": sub["group_rounds"],
-                   "partition": sub["partition"], "reservation": sub["reservation"],
-                   "max_retest_rounds": config["burnin"]["max_retest_rounds"] if retest else 0}, fh)
+    rundir.write_plan(run_dir, {"run_id": sub["run_id"], "scope": sub["scope"], "groups": sub["groups"],
+                                "time": time.time(), "config_digest": config.digest, "rounds": explicit_rounds,
+                                "group_rounds": sub["group_rounds"], "partition": sub["partition"],
+                                "reservation": sub["reservation"],
+                                "max_retest_rounds": config["burnin"]["max_retest_rounds"] if retest else 0})
     try:
         with sigterm_raises():
             jobs, analysis = submit_jobs(adapter, list(zip(sub["task_sbatch"], sub["task_scripts"])),
                                          (sub["analysis_sbatch"], sub["analysis_script"]), sub["run_id"])
     except BaseException as exc:
-        with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
-            json.dump({"tasks": {str(i): j for i, j in enumerate(getattr(exc, "submitted", []))}, "analysis": None,
-                       "cancelled": True}, fh)
+        rundir.write_jobs(run_dir, getattr(exc, "submitted", []), None, cancelled=True)
         raise
-    with open(os.path.join(run_dir, "jobs.json"), "w") as fh:
-        json.dump({"tasks": {str(i): j for i, j in enumerate(jobs)}, "analysis": analysis}, fh)
+    rundir.write_jobs(run_dir, jobs, analysis)
     return {"run_id": sub["run_id"], "run_dir": run_dir, "task_jobs": jobs, "array_job": jobs[0],
             "analysis_job": analysis, "groups": len(sub["groups"])}
 
@@ -203,24 +198,20 @@ def switch_map(config, log=None) -> dict[str, str] | None:
 # -- analyze ------------------------------------------------------------------
 
 def load_run(run_dir: str) -> tuple[dict, list[dict], dict]:
-    """plan, raw measurement dicts, versions per node from a run directory."""
-    from ..fsroot import load_json_text
-    from ..names import check_all
-
+    """plan, raw measurement dicts, versions per node from a run directory
+    (burnin/rundir.py reads and checks the files)."""
     try:
-        plan = load_json_text(_read_input(os.path.join(run_dir, "plan.json")))
-        check_all(plan["scope"], "node name in plan.json scope")
-    except (BurninError, ValueError, KeyError, TypeError) as exc:
+        plan = rundir.read_plan(run_dir)
+    except rundir.RunDirError as exc:
         raise BurninError(f"{run_dir}: not a burn-in run directory ({exc})") from None
+    results, bad = rundir.read_results(run_dir)
+    if bad:
+        raise BurninError(f"unreadable task result: {bad[0]}")
     measurements, versions = [], {}
-    for path in sorted(glob.glob(os.path.join(run_dir, "results", "task-*.json"))):
-        try:
-            res = load_json_text(_read_input(path))
-            measurements.extend(_measurement(d, path) for d in res["measurements"])
-            for n, v in res.get("versions", {}).items():
-                versions.setdefault(n, {}).update(v)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise BurninError(f"{path}: unreadable task result ({exc})") from None
+    for path, res in results:
+        measurements.extend(_measurement(d, path) for d in res["measurements"])
+        for n, v in res.get("versions", {}).items():
+            versions.setdefault(n, {}).update(v)
     return plan, measurements, versions
 
 
@@ -228,41 +219,17 @@ def incomplete_tasks(run_dir: str) -> list[str]:
     """Planned tasks that did not finish: killed after a checkpoint (their
     result says complete: false) or before their first one (no result file
     at all: never started, cancelled, killed during the first test)."""
-    from .rundir import planned_tasks
-
     try:
-        with open(os.path.join(run_dir, "plan.json")) as fh:
-            planned = planned_tasks(run_dir, json.load(fh))
-    except (OSError, ValueError, AttributeError):
+        planned = rundir.planned_tasks(run_dir, rundir.read_plan(run_dir))
+    except rundir.RunDirError:
         planned = []
     seen, out = set(), []
-    for path in sorted(glob.glob(os.path.join(run_dir, "results", "task-*.json"))):
-        try:
-            with open(path) as fh:
-                res = json.load(fh)
-        except (OSError, ValueError):
-            continue
+    for _path, res in rundir.read_results(run_dir)[0]:
         seen.add(str(res.get("task")))
         if res.get("complete") is not True:
             out.append(str(res.get("task")))
     out += [t for t in planned if t not in seen]
-    from .rundir import stage_of
-
-    return sorted(set(out), key=lambda t: (stage_of(t), not t.isdigit(), int(t) if t.isdigit() else 0, t))
-
-
-MAX_INPUT_BYTES = 256 << 20  # far above any run's results; a bound so /dev/zero cannot eat the memory
-
-
-def _read_input(path: str) -> bytes:
-    """A measurement/result/plan file: a regular file only (a FIFO would hang
-    the analysis, /dev/zero never ends), bounded."""
-    from ..fsroot import read_regular
-
-    try:
-        return read_regular(path, MAX_INPUT_BYTES)
-    except OSError as exc:
-        raise BurninError(f"{path}: {exc.strerror or exc}") from None
+    return sorted(set(out), key=lambda t: (rundir.stage_of(t), not t.isdigit(), int(t) if t.isdigit() else 0, t))
 
 
 def _measurement(d, where: str) -> dict:
@@ -280,7 +247,9 @@ def load_jsonl(path: str) -> list[dict]:
     from ..fsroot import load_json_text
 
     try:
-        text = _read_input(path).decode("utf-8")
+        text = rundir.read_bytes(path).decode("utf-8")
+    except rundir.RunDirError as exc:
+        raise BurninError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise BurninError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     out = []

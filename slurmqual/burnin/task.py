@@ -15,7 +15,6 @@ nccl-tests 2.17.x on) its document is read instead of scraping the text.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -248,8 +247,9 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
     """The whole task: intra, pair rounds, optional group; returns the result dict.
     `checkpoint(result)` is called after every batch, so a task killed at its
     time limit still leaves what it measured (the rest is reported untested)."""
-    log_dir = os.path.join(run_dir, "logs", f"task-{task_id}")
-    os.makedirs(log_dir, exist_ok=True)
+    from .rundir import task_log_dir
+
+    log_dir = task_log_dir(run_dir, task_id)
     result = {"task": task_id, "nodes": nodes, "started": time.time(), "finished": None, "complete": False,
               "measurements": [], "versions": {}}
 
@@ -287,15 +287,6 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
     return result
 
 
-def write_result(run_dir: str, result: dict) -> str:
-    from ..atomic import write_text
-
-    os.makedirs(os.path.join(run_dir, "results"), exist_ok=True)
-    path = os.path.join(run_dir, "results", f"task-{result['task']}.json")
-    write_text(path, json.dumps(result))
-    return path
-
-
 def planned_group(run_dir: str, task_id: str) -> list[str] | None:
     """The nodes the run's plan gives this task (None: an older run without groups)."""
     from .rundir import task_plan
@@ -309,6 +300,7 @@ def run_in_job(run_dir: str, cfg: dict, log=print) -> int:
     admin's update) refuses to test them: it writes no result, so the
     analysis reports the task incomplete and its nodes untested."""
     from ..slurm import expand
+    from .rundir import write_result
 
     nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
     if not nodelist:

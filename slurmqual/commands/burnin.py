@@ -8,6 +8,8 @@ import os
 import sys
 import time
 
+from ..burnin import rundir
+
 
 def register(p: argparse.ArgumentParser, _name: str) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION")
@@ -153,26 +155,21 @@ def _watch(args, config) -> int:
 
     run_dir = _run_dir(config, args.run)
     try:
-        with open(os.path.join(run_dir, "plan.json")) as fh:
-            plan = json.load(fh)
-    except (OSError, ValueError) as exc:
+        plan = rundir.read_plan(run_dir)
+    except rundir.RunDirError as exc:
         raise BurninError(f"{run_dir}: not a submitted burn-in run ({exc})") from None
     try:
-        with open(os.path.join(run_dir, "jobs.json")) as fh:
-            jobs = json.load(fh)
-    except FileNotFoundError:
+        jobs = rundir.read_jobs(run_dir)
+    except rundir.RunDirError as exc:
+        raise BurninError(f"{run_dir}: unreadable jobs.json ({exc})") from None
+    if jobs is None:
         # The submission was killed (kill -9, a lost session) before it wrote the
         # job list: some task jobs may run, no analysis job will come.
         raise BurninError(
             f"{run_dir}: the submission did not finish (killed before it wrote jobs.json); no analysis job "
             f"was submitted and nothing will be drained. Task jobs it submitted may still run: cancel them "
             f"with `scancel --name=slurmqual-burnin-{plan.get('run_id', '?')}`, or let them finish and judge "
-            f"what they measured with `slurmqual burnin analyze {run_dir}` (the other groups stay untested)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise BurninError(f"{run_dir}: unreadable jobs.json ({exc})") from None
-    from ..burnin import rundir
-
+            f"what they measured with `slurmqual burnin analyze {run_dir}` (the other groups stay untested)")
     adapter = get_adapter(config)
     end = time.monotonic() + args.timeout if args.timeout else None
     stage = rundir.current(run_dir)
@@ -203,12 +200,13 @@ def _watch(args, config) -> int:
             print("watch: timed out (the run goes on)")
             return 1
         time.sleep(args.interval)
-    path = os.path.join(run_dir, "analysis.json")
-    if not os.path.exists(path):
-        print(f"no analysis.json: see {run_dir}/logs/analysis.out")
+    try:
+        a = rundir.read_analysis(run_dir)
+    except rundir.RunDirError as exc:
+        raise BurninError(str(exc)) from None
+    if a is None:
+        print(f"no analysis.json: see {rundir.logs_dir(run_dir)}/analysis.out")
         return 1
-    with open(path) as fh:
-        a = json.load(fh)
     print(_summary(a))
     judged = (a.get("retest") or {}).get("round", 0)
     if judged < stage["round"] or (a.get("retest") or {}).get("final") is False:
@@ -220,25 +218,16 @@ def _watch(args, config) -> int:
 
 
 def _judged_round(run_dir: str) -> int | None:
-    """The stage the latest analysis.json judged (None: no analysis yet)."""
+    """The stage the latest analysis.json judged (None: no analysis yet, or unreadable)."""
     try:
-        with open(os.path.join(run_dir, "analysis.json")) as fh:
-            return int((json.load(fh).get("retest") or {}).get("round", 0))
-    except (OSError, ValueError, TypeError, AttributeError):
+        a = rundir.read_analysis(run_dir)
+        return None if a is None else int((a.get("retest") or {}).get("round", 0))
+    except (rundir.RunDirError, ValueError, TypeError, AttributeError):
         return None
 
 
 def _measured(run_dir: str) -> int:
-    import glob
-
-    measured = 0
-    for path in glob.glob(os.path.join(run_dir, "results", "task-*.json")):
-        try:
-            with open(path) as fh:
-                measured += len(json.load(fh)["measurements"])
-        except (OSError, ValueError, KeyError):
-            pass
-    return measured
+    return sum(len(res["measurements"]) for _path, res in rundir.read_results(run_dir)[0])
 
 
 def _summary(a: dict) -> str:
@@ -409,7 +398,7 @@ def _analyze(args, config) -> int:
         except BaseException:
             nxt = (analysis.retest or {}).get("next")
             if nxt:
-                from ..burnin import retest, rundir
+                from ..burnin import retest
 
                 record = rundir.load_stage(run_dir, nxt["round"]) or dict(nxt)
                 retest.cancel_round(adapter(), run_dir, record, "the analysis that submitted it was interrupted")
@@ -420,7 +409,6 @@ def _analyze(args, config) -> int:
 
 def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan) -> None:
     """Drain, record, write analysis.json and metrics (nothing but analysis.json under --dry-run)."""
-    from ..atomic import write_text
     from ..burnin import runner
 
     if not args.dry_run:
@@ -429,7 +417,7 @@ def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, ru
         runner.record(config, run_id, when, scope or sorted(analysis.nodes), raw, analysis,
                       runner.with_host_versions(config, versions))
     if run_dir:
-        write_text(os.path.join(run_dir, "analysis.json"), json.dumps(analysis.to_dict()))
+        rundir.write_analysis(run_dir, analysis.to_dict())
     if not args.dry_run and config["hooks"]["metrics_dir"]:
         from ..metrics import write_burnin_metrics
 
