@@ -128,6 +128,9 @@ class BurninCfg(Strict):
     gpu_tests: list[Literal["gpu_burn", "dcgmproftester", "nvbandwidth"]] = []
     gpu_tools_dir: str = "/usr/local/bin"
     gpu_test_s: int = Field(60, ge=5, le=3600, description="seconds of gpu_burn / dcgmproftester load per node")
+    # Runs of a GPU's tools in each retest round for a node with a GPU left
+    # `retest` (a GPU is slow only on two runs or more).
+    gpu_retest_runs: int = Field(2, ge=1, le=5)
     test_time_limit: str = "00:10:00"
     task_time_limit: str = "01:00:00"
     partition: str | None = None

@@ -40,6 +40,12 @@ def gpu_lines(slow=None, serial_of=None):
     return out
 
 
+def retested(raw, *nodes):
+    """raw plus a retest round's GPU lines for `nodes` (all their GPUs run again:
+    the same numbers here); a GPU is slow (fail) only on two runs."""
+    return raw + [dict(d) for d in raw if "gpu" in d and d["nodes"][0] in nodes]
+
+
 def pair_lines():
     return [{"nodes": [a, b], "busbw": 380.0 + i % 3, "size": 8589934592, "test": "all_reduce", "ok": True}
             for i, (a, b) in enumerate(zip(NODES, NODES[1:] + NODES[:1]))]
@@ -94,10 +100,10 @@ def test_a_store_the_v3_code_wrote_migrates_keeping_every_gpu_line(tmp_path):
 
 def test_gpu_lines_and_scores_recorded_with_serials(tmp_path):
     s = open_store(str(tmp_path / "s.db"))
-    raw = pair_lines() + gpu_lines(slow={("n03", 5): 0.7})
+    raw = retested(pair_lines() + gpu_lines(slow={("n03", 5): 0.7}), "n03")
     a = judged(raw)
     s.record_run(RunRecord("r1", 1000.0, NODES), raw, a)
-    assert s.db.execute("SELECT COUNT(*) FROM gpu_measurements").fetchone()[0] == 96
+    assert s.db.execute("SELECT COUNT(*) FROM gpu_measurements").fetchone()[0] == 96 + 8
     row = s.db.execute("SELECT unit, errors, serial, gpu_model FROM gpu_measurements WHERE node='n03' AND gpu=5").fetchone()
     assert row[:2] == ("TFLOPS", 0) and row[2].endswith("-n03") and row[3] == BURN.readings[0].gpu_model
     h = s.gpu_history("n03")
@@ -166,7 +172,7 @@ def test_status_reads_each_nodes_gpus_from_its_last_run(tmp_path):
     s = open_store(str(tmp_path / "s.db"))
     raw = pair_lines() + gpu_lines()
     s.record_run(RunRecord("r1", 1000.0, NODES), raw, judged(raw))
-    raw = pair_lines() + gpu_lines(slow={("n05", 1): 0.75})
+    raw = retested(pair_lines() + gpu_lines(slow={("n05", 1): 0.75}), "n05")
     s.record_run(RunRecord("r2", 2000.0, NODES[4:]), raw, judged(raw))
     last = s.last_burnin_walk(["n00", "n05"])
     assert {n: v["run_id"] for n, v in last.items()} == {"n00": "r2", "n05": "r2"}

@@ -1,10 +1,12 @@
 """Per-GPU burn-in end to end on a real local Slurm: the task jobs run the
 stand-in gpu_burn, dcgmproftester12 and nvbandwidth (tests/fakebin/gpu_tool,
-real output formats) on every node before the pair rounds; the analysis job
-drains the node with the slow GPU, naming the GPU and its PCI address."""
+real output formats) on every node before the pair rounds; the slow GPU is
+retest on one run, the analysis job's retest round runs its tools again and
+the final analysis drains its node, naming the GPU and its PCI address."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -34,14 +36,22 @@ def cluster():
     stop_cluster(c)
 
 
-def test_slow_gpu_drains_its_node_naming_the_gpu(cluster):
+def test_slow_gpu_is_confirmed_by_the_retest_round_and_drains_its_node_naming_the_gpu(cluster):
     cluster.fabric({"base": 400, "noise": 0.01, "seed": 3, "gpu": {"slow": {"n3": {"2": 0.7}}}})
     p = sq(cluster, "burnin", "submit")
     assert p.returncode == 0, p.stderr
-    a = finish(cluster, re.search(r"run dir (\S+)", p.stdout).group(1))
+    run_dir = re.search(r"run dir (\S+)", p.stdout).group(1)
+    a = finish(cluster, run_dir)
     assert a["drain"] == ["n3"], (a["problems"], a["nodes"]["n3"])
+    # one run made it retest; the analysis sent its GPU tools again (twice) in retest round 1
+    with open(os.path.join(run_dir, "retest-1.json")) as fh:
+        assert json.load(fh)["gpu"] == {"n3": ["gpu_burn", "dcgmproftester", "nvbandwidth"]}
+    assert a["retest"]["round"] == 1 and a["retest"]["final"]
+    logs = sorted(f for _root, _dirs, files in os.walk(os.path.join(run_dir, "logs")) for f in files if "-n3-run" in f)
+    assert logs == [f"gpu-{t}-n3-run{i}.log" for t in ("dcgmproftester", "gpu_burn", "nvbandwidth") for i in (1, 2)]
     n3 = a["nodes"]["n3"]
     assert n3["gpu"]["gpu"] == 2 and n3["gpus"]["2"]["gemm"]["verdict"] == "fail"
+    assert n3["gpus"]["2"]["gemm"]["runs"] == 3 and "runs" not in a["nodes"]["n1"]["gpus"]["2"]["gemm"]
     assert n3["gpus"]["0"]["gemm"]["verdict"] == "pass"
     assert {k.split(":")[0] for k in a["median"] if ":gpu" in k} == {"burn", "gemm", "hbm", "h2d", "d2h", "nvlink"}
     assert all(a["nodes"][n]["verdict"] == "pass" for n in NODES if n != "n3")

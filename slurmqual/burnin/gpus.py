@@ -3,10 +3,12 @@
 Every (test, GPU model) is its own key, ``test:gpu:MODEL`` (``gemm:gpu:NVIDIA
 H100 80GB HBM3``): an H200 is never compared with an H100. Per key the fleet
 median is over GPUs (a GPU measured more than once is the median of its
-repeats); the noise is the fleet's own robust spread (noise.robust_noise,
-the estimator the pair tests use); a GPU below ``threshold x median`` is
-``retest``, and ``fail`` only below a margin sized for that noise and the
-number of GPUs. Any compare error the compute tool counted fails the GPU at
+runs); the noise is the fleet's own robust spread (noise.robust_noise, the
+estimator the pair tests use); a GPU below ``threshold x median`` is
+``retest``. It is ``fail`` (slow) only on two runs or more, the retest
+rounds' (one run can land anywhere: a throttled run has a heavy tail), when
+the upper median of its runs is below a margin sized for that noise, the
+number of runs and the number of GPUs (noise.z_score). Any compare error the compute tool counted fails the GPU at
 once (silent data corruption needs no median). A GPU without a usable number
 is a test error: untested, never slow.
 
@@ -21,9 +23,11 @@ import math
 from dataclasses import dataclass
 from statistics import median
 
+K_MAX = 7  # runs of one GPU beyond this use the margin for 7 (noise.margins' k_max)
+MIN_RUNS = 2  # a GPU is slow (fail) only on this many runs: a single run is at most retest
 MAX_VALUE = 1e7  # beyond any TFLOPS or GB/s a GPU reaches: an input error
 GPU_FIELDS = ("nodes", "gpu", "test", "value", "unit", "errors", "ok", "gpu_model", "pci", "serial", "task",
-              "round", "problems", "error", "log", "tool")
+              "round", "problems", "error", "log", "tool", "retest")
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class GpuJudgement:
 
 def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor: float,
           level: dict[str, float] | None = None) -> GpuJudgement:
-    from .noise import drain_line, one_sided_z, robust_noise
+    from .noise import drain_line, robust_noise, upper_median, z_score
     from .pairs import _r
 
     problems: list[str] = []
@@ -138,19 +142,30 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
         line = threshold * fleet
         sigma = robust_noise([v / fleet for v in value.values() if v >= (threshold - 0.15) * fleet], noise_floor) \
             if fleet else noise_floor
-        drain = drain_line(line, sigma, one_sided_z(alpha, len(value)))
+        # A GPU is slow only on two runs or more (retest rounds re-run its
+        # tools): one run can land anywhere (a throttled or disturbed run has a
+        # heavy tail), a repeat costs minutes. With k runs its upper median
+        # must be below the line by the margin for k values, where `need` runs
+        # must all have fallen: noise.z_score, as pairs use it.
+        drains: dict[int, float] = {2: drain_line(line, sigma, z_score(2, len(value), alpha))}
         counts = dict.fromkeys(rank, 0)
         for g, xs in by_gpu.items():
             errors = max((x.errors or 0) for x in xs)
             v = value.get(g)
+            runs = [x.value for x in xs if x.value is not None]
+            k = min(len(runs), K_MAX)
+            if runs and k not in drains:
+                drains[k] = drain_line(line, sigma, z_score(k, len(value), alpha))
             if errors:
                 verdict, why = "fail", f"{errors} compare errors (silent data corruption)"
             elif v is None:
                 verdict, why = "untested", "no usable number"
-            elif v < drain:
-                verdict, why = "fail", f"{v:.4g} {xs[0].unit} < {threshold:.0%} of median {fleet:.4g}"
+            elif k >= MIN_RUNS and upper_median(runs) < drains[k]:
+                verdict, why = "fail", f"{v:.4g} {xs[0].unit} < {threshold:.0%} of median {fleet:.4g}" + (
+                    f" (median of {len(runs)} runs)" if len(runs) > 1 else "")
             elif v < line:
-                verdict, why = "retest", f"{v:.4g} {xs[0].unit} below {threshold:.0%} of median {fleet:.4g}, within the noise"
+                verdict, why = "retest", f"{v:.4g} {xs[0].unit} below {threshold:.0%} of median {fleet:.4g}, " + (
+                    "in one run (a second confirms)" if k < MIN_RUNS else f"within the noise over {len(runs)} runs")
             else:
                 verdict, why = "pass", None
             counts[verdict] += 1
@@ -172,7 +187,9 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
                 node["worst"] = {**entry, "gpu": g[1]}
         medians[key] = round(fleet, 3)
         keys[key] = {"median": round(fleet, 3), "noise": round(sigma, 4), "line": round(line, 3),
-                     "drain_line": round(drain, 3), "gpus": len(by_gpu), "verdicts": counts}
+                     "drain_line": round(drains[2], 3), "gpus": len(by_gpu), "verdicts": counts,
+                     # the line for each number of runs a GPU had (1: none, a single run never drains)
+                     "drain_line_runs": {str(k): round(d, 3) for k, d in sorted(drains.items()) if k > 1}}
     for m in errored:  # a GPU with no number for a test: untested, unless a repeat judged it
         node = nodes[m.node]
         if m.test not in node["gpus"].get(str(m.gpu), {}):
@@ -233,7 +250,7 @@ def drain_reason(entry: dict, threshold: float) -> str:
     if entry.get("errors"):
         return f"{gpu} {entry['test']} data corruption: {entry['errors']} compare errors"
     return (f"{gpu} {entry['test']} {entry['score']:.4g} {entry['unit']} < {threshold:.0%} "
-            f"of median {entry['median']:.4g}")
+            f"of median {entry['median']:.4g}")  # Slurm reasons are cut at 80 characters: the runs are in `why`
 
 
 def corrupt_nodes(measurements) -> dict[str, list[str]]:

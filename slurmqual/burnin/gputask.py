@@ -65,8 +65,9 @@ def lines_of(tool: str, node: str, result: GpuResult, gpus: int, task: int | Non
     return out
 
 
-def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None) -> list[dict]:
-    """Every configured tool, one after the other; each on all nodes at once."""
+def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, tag: str = "") -> list[dict]:
+    """Every configured tool, one after the other; each on all nodes at once
+    (`tag` tells the logs of repeated runs apart)."""
     import signal
 
     out: list[dict] = []
@@ -80,7 +81,7 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None) -
             continue
         started = []
         for n in nodes:
-            log = os.path.join(log_dir, f"gpu-{tool}-{n}.log")
+            log = os.path.join(log_dir, f"gpu-{tool}-{n}{tag}.log")
             try:
                 fh = open(log, "w")
                 proc = subprocess.Popen(gpu_argv(cfg, tool, path, n), stdout=fh, stderr=subprocess.STDOUT,
@@ -106,4 +107,34 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None) -
             except OSError as exc:
                 result, err = GpuResult(tool), err or f"unreadable log: {exc.strerror}"
             out += lines_of(tool, n, result, cfg["gpus_per_node"], task, log, err)
+    return out
+
+
+# -- retest rounds ------------------------------------------------------------------
+
+def retest_tools(nodes: dict[str, dict]) -> dict[str, list[str]]:
+    """node -> the tools a retest round runs again on it: those whose tests
+    left one of its GPUs `retest` (analysis nodes.NODE.gpus)."""
+    tool_of = {test: tool for tool, tests in TOOL_TESTS.items() for test in tests}
+    out = {}
+    for n, v in nodes.items():
+        tools = {tool_of.get(e["test"]) for tests in (v.get("gpus") or {}).values() for e in tests.values()
+                 if e["verdict"] == "retest"} - {None}
+        if tools:
+            out[n] = sorted(tools, key=list(TOOL_TESTS).index)
+    return out
+
+
+def run_gpu_retests(cfg: dict, wanted: dict[str, list[str]], nodes: list[str], log_dir: str,
+                    stage: int) -> list[dict]:
+    """A retest round's GPU runs: each tool `wanted` for this task's nodes,
+    `burnin.gpu_retest_runs` times (every GPU of the node each time); each
+    line says its round (`retest`). The analysis takes each GPU's median."""
+    mine = {n: tools for n, tools in wanted.items() if n in nodes}
+    out: list[dict] = []
+    for tool in [t for t in TOOL_TESTS if any(t in tools for tools in mine.values())]:
+        these = sorted(n for n, tools in mine.items() if tool in tools)
+        for i in range(cfg.get("gpu_retest_runs", 2)):
+            out += [dict(d, retest=stage) for d in
+                    run_gpu_tests({**cfg, "gpu_tests": [tool]}, these, log_dir, None, tag=f"-run{i + 1}")]
     return out

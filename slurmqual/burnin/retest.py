@@ -97,18 +97,21 @@ class RetestSubmitError(Exception):
 
 
 def submit_round(config, adapter, run_dir: str, plan: dict, stage: int,
-                 rounds: list[list[list[str]]]) -> dict:
+                 rounds: list[list[list[str]]], gpu: dict[str, list[str]] | None = None) -> dict:
     """Submit retest round `stage`: pinned task jobs (the run's partition,
     reservation and job names) and an analysis job depending on them. The
     record goes to retest-<stage>.json before the first sbatch (`submitting`)
     and after the last (`submitted`). Any failure or interruption cancels what
-    was submitted and records `failed`/`cancelled` with the reason."""
+    was submitted and records `failed`/`cancelled` with the reason. `gpu`
+    (node -> GPU tools, gputask.retest_tools): the suspects whose GPUs run
+    their tools again in this round."""
     from .runner import JobLines, submit_jobs
 
     groups = group_pairs(rounds, max(2, config["burnin"]["group_size"]))
+    suspects = sorted({p[0] for rnd in rounds for p in rnd})
     record = {"round": stage, "of": plan.get("max_retest_rounds", 0), "state": "submitting", "time": time.time(),
-              "suspects": sorted({p[0] for rnd in rounds for p in rnd}), "rounds": rounds, "groups": groups,
-              "tasks": {}, "analysis": None}
+              "suspects": suspects, "rounds": rounds, "groups": groups, "tasks": {}, "analysis": None,
+              "gpu": {n: tools for n, tools in (gpu or {}).items() if n in suspects}}
     write_stage(run_dir, record)
     lines = JobLines(config, plan["run_id"], run_dir, plan.get("partition"), plan.get("reservation"),
                      bool(plan.get("rounds")))
@@ -172,7 +175,9 @@ def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_u
                 section["undecided"] = retest
                 return section
             try:
-                nxt = submit_round(config, adapter_of(), run_dir, plan, done + 1, rounds)
+                from .gputask import retest_tools
+
+                nxt = submit_round(config, adapter_of(), run_dir, plan, done + 1, rounds, retest_tools(analysis.nodes))
             except RetestSubmitError as exc:
                 analysis.problems.append(f"retest round {done + 1} of {max_rounds} could not be submitted: {exc}; "
                                          f"{', '.join(retest)} stay retest (not drained); retest them by hand")

@@ -270,6 +270,13 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
         from .gputask import run_gpu_tests
 
         add(run_gpu_tests(cfg, nodes, log_dir, task))
+    elif cfg.get("gpu_tests"):  # a retest round: the GPUs left retest run their tools again
+        from .gputask import run_gpu_retests
+        from .rundir import load_stage
+
+        wanted = (load_stage(run_dir, stage) or {}).get("gpu") or {}
+        if any(n in wanted for n in nodes):
+            add(run_gpu_retests(cfg, wanted, nodes, log_dir, stage))
     for test in cfg["tests"]:
         if not stage:
             add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task))
