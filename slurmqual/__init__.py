@@ -7,7 +7,7 @@ __version__ = "0.1.0"
 # $SLURMRESTD_TOKEN leaves the environment as the process starts (every entry
 # point imports this package first), so no child process — mlxconfig,
 # nvidia-smi, sbatch — ever inherits it; the REST adapter asks for it here
-# (slurm/rest.env_token).
+# (slurm/rest/transport.env_token).
 _STARTUP_SECRETS = {k: v for k in ("SLURMRESTD_TOKEN",) if (v := _os.environ.pop(k, None))}
 
 

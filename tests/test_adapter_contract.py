@@ -18,7 +18,7 @@ import pytest
 from slurm_fixtures import start_cluster, start_rest_local, stop_cluster
 from slurmqual.slurm import SlurmError
 from slurmqual.slurm.cli import CliAdapter
-from slurmqual.slurm.rest import RestAdapter
+from slurmqual.slurm.rest.adapter import RestAdapter
 
 pytestmark = pytest.mark.slurm
 

@@ -70,7 +70,7 @@ def test_hook_wrappers_ignore_modules_in_the_working_directory(tmp_path, hook):
 
 
 def test_rest_submit_body_keeps_the_token_out_of_the_job(monkeypatch):
-    from slurmqual.slurm.rest import submit_body
+    from slurmqual.slurm.rest.jobs import submit_body
 
     monkeypatch.setenv("SLURMRESTD_TOKEN", SECRET)
     monkeypatch.setenv("NCCL_IB_HCA", "mlx5")

@@ -18,8 +18,10 @@ import time
 
 import pytest
 
-from slurmqual.slurm import SlurmError, rest
-from slurmqual.slurm.rest import RestAdapter, submit_body
+from slurmqual.slurm import SlurmError
+from slurmqual.slurm.rest import transport
+from slurmqual.slurm.rest.adapter import RestAdapter
+from slurmqual.slurm.rest.jobs import submit_body
 
 REAL = os.path.join(os.path.dirname(__file__), "data", "real", "slurm")
 RELEASES = sorted(d for d in os.listdir(REAL) if os.path.isdir(os.path.join(REAL, d)) and d[:2].isdigit())
@@ -27,7 +29,7 @@ RELEASES = sorted(d for d in os.listdir(REAL) if os.path.isdir(os.path.join(REAL
 
 @pytest.fixture(autouse=True)
 def _no_stashed_env_token(monkeypatch):
-    monkeypatch.setattr(rest, "_env_token", None)
+    monkeypatch.setattr(transport, "_env_token", None)
 
 
 def slurm_cfg(url="http://127.0.0.1:6820", token_file=None, **extra) -> dict:
@@ -134,7 +136,7 @@ def test_token_leaves_the_environment_when_the_process_starts():
     and nvidia-smi long before (or without) any REST call."""
     code = ("from slurmqual.command import run; "
             "print(run(['sh', '-c', 'echo ${SLURMRESTD_TOKEN:-unset}'], 10).stdout.strip()); "
-            "from slurmqual.slurm import rest; print(rest.env_token()); print(rest.env_token())")
+            "from slurmqual.slurm.rest import transport; print(transport.env_token()); print(transport.env_token())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "SLURMRESTD_TOKEN": "eyJstart.secret"}).stdout.split()
     assert out == ["unset", "eyJstart.secret", "eyJstart.secret"]

@@ -10,7 +10,7 @@ __all__ = ["NodeInfo", "SlurmAdapter", "SlurmError", "compress", "expand", "get_
 def get_adapter(config) -> SlurmAdapter:
     slurm = config["slurm"]
     if slurm["adapter"] == "rest":
-        from .rest import RestAdapter
+        from .rest.adapter import RestAdapter
 
         return RestAdapter.from_config(slurm)
     from .cli import CliAdapter

@@ -16,7 +16,7 @@ __all__ = ["JobRecord", "NodeInfo", "SlurmAdapter", "SlurmError", "compress", "e
 
 
 class SlurmAdapter(ABC):
-    """Interface; see slurm/cli.py and slurm/rest.py."""
+    """Interface; see slurm/cli.py and slurm/rest/."""
 
     @abstractmethod
     def node_info(self, hostlist: str | None = None) -> list[NodeInfo]:
