@@ -703,3 +703,18 @@ def _record_atomic(root: str, argv: list[str], stdout: str, rc: int = 0) -> None
     elif os.path.exists(rc_file):
         os.unlink(rc_file)
     _replace(f"{root}{RECORDED_DIR}/{name}.out", stdout if stdout.endswith("\n") else stdout + "\n")
+
+
+def reboot(root: str) -> str:
+    """What a reboot changes in a tree: a new boot id and a kernel log that
+    holds only this boot's records (no Xid of the last boot). Returns the new boot id."""
+    import uuid
+
+    boot = str(uuid.uuid4())
+    _replace(f"{root}/proc/sys/kernel/random/boot_id", boot)
+    heads = tuple(m.split("{", 1)[0] for _t, _p, m in BOOT_RECORDS)
+    with open(f"{root}/dev/kmsg", encoding="utf-8") as fh:
+        kept = [ln for ln in fh.read().splitlines() if ln and ln.split(";", 1)[-1].startswith(heads)]
+    _replace(f"{root}/dev/kmsg", "\n".join(f"{ln.split(',', 2)[0]},{seq},{ln.split(',', 2)[2]}"
+                                          for seq, ln in enumerate(kept)) + "\n")
+    return boot

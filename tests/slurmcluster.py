@@ -26,6 +26,15 @@ sitecustomize on env's PYTHONPATH re-executes it inside, same pid), so the
 jobs it submits name a Python that exists on the nodes; the logging
 wrappers in `bin_dir` work both from the host and from inside.
 
+RebootProgram (`start(reboot=True)`): slurmd runs `bin/reboot.sh`, which
+leaves a request under `reboot-requests/`; a watcher thread of this process
+"reboots" the node: it calls `on_reboot(node)` (a test's hook: repair the
+tree, or block to keep the reboot in flight), gives the node's tree a new
+boot (nodetree.reboot: new boot id, fresh kernel log), stops that slurmd by
+pid and starts it again with `-b` (slurmd reports a fresh boot, so slurmctld
+sees the reboot complete). No machine reboots; reboots happen while the
+process that started the cluster runs.
+
     python3 tests/slurmcluster.py up DIR [--nodes 6] [--version 24.11]   # prints `export SLURM_CONF=...`
     python3 tests/slurmcluster.py down DIR
 """
@@ -43,6 +52,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,6 +129,10 @@ class Cluster:
         self.client_bin = os.path.join(self.base, "client-bin")  # host -> this cluster's own tools
         self.pids: dict[str, int] = {}
         self.slurm_version = ""  # what the daemons report, e.g. "24.11.5"
+        self.reboot_dir = os.path.join(self.base, "reboot-requests")
+        self.on_reboot = None    # callable(node) run during each node's simulated reboot
+        self.reboots: list[str] = []   # nodes rebooted, in order
+        self._reboot_stop: threading.Event | None = None
 
     @property
     def in_chroot(self) -> bool:
@@ -356,7 +370,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
             return []
 
     # -- lifecycle ------------------------------------------------------------
-    def start(self, extra_conf: str = "", sq_extra: str = "", jwt: bool = False) -> "Cluster":
+    def start(self, extra_conf: str = "", sq_extra: str = "", jwt: bool = False, reboot: bool = False) -> "Cluster":
         why = missing_requirements(self.version)
         if why:
             raise RuntimeError(why)
@@ -370,7 +384,12 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
                 self.stop()
                 raise
         try:
-            return self._start(extra_conf, sq_extra, jwt)
+            if reboot:
+                extra_conf += self._reboot_conf()
+            self._start(extra_conf, sq_extra, jwt)
+            if reboot:
+                self._start_reboot_watcher()
+            return self
         except BaseException:
             self.stop()  # never leave daemons (or the chroot's namespace) behind a failed start
             raise
@@ -502,10 +521,67 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan}").stdout.strip()
         return out.split("=", 1)[1]
 
-    def _slurmd_argv(self, name: str) -> list[str]:
+    # -- simulated reboots (RebootProgram) -----------------------------------
+    def _reboot_conf(self) -> str:
+        """RebootProgram: a script slurmd runs (inside the node's UTS namespace,
+        so `uname -n` is the node) that asks this process to reboot the node."""
+        os.makedirs(self.reboot_dir, exist_ok=True)
+        os.makedirs(self.bin, exist_ok=True)
+        path = os.path.join(self.bin, "reboot.sh")
+        with open(path, "w") as fh:
+            fh.write(f'#!/bin/sh\nnode=$(uname -n)\necho "$(date +%s) $*" > {self.reboot_dir}/.$node.tmp\n'
+                     f'mv {self.reboot_dir}/.$node.tmp {self.reboot_dir}/$node\n')
+        os.chmod(path, 0o755)
+        return f"\nRebootProgram={path}\nResumeTimeout=120\n"
+
+    def _start_reboot_watcher(self) -> None:
+        self._reboot_stop = threading.Event()
+        threading.Thread(target=self._watch_reboots, args=(self._reboot_stop,), daemon=True,
+                         name="slurmcluster-reboots").start()
+
+    def _watch_reboots(self, stop: threading.Event) -> None:
+        while not stop.wait(0.3):
+            try:
+                requests = sorted(e for e in os.listdir(self.reboot_dir) if not e.startswith("."))
+            except OSError:
+                continue
+            for node in requests:
+                if node in self.names and f"slurmd-{node}" in self.pids:
+                    threading.Thread(target=self.reboot_node, args=(node,), daemon=True).start()
+                try:
+                    os.unlink(os.path.join(self.reboot_dir, node))
+                except OSError:
+                    pass
+
+    def reboot_node(self, node: str) -> None:
+        """What a real reboot does to a node, as far as Slurm and slurmqual can
+        tell: slurmd goes away, the node boots anew (tree), slurmd starts and
+        reports a fresh boot."""
+        from slurmqual.nodetree import reboot as tree_reboot
+
+        key = f"slurmd-{node}"
+        pid = self.pids.get(key)
+        if pid:
+            _kill(pid, signal.SIGTERM)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and _alive(pid):
+                time.sleep(0.1)
+            if _alive(pid):
+                _kill(pid, signal.SIGKILL)
+        if self.on_reboot is not None:
+            self.on_reboot(node)
+        tree_reboot(self.tree(node))
+        if self._reboot_stop is not None and self._reboot_stop.is_set():
+            return  # the cluster is stopping
+        self.reboots.append(node)
+        self._spawn(key, self._slurmd_argv(node, fresh_boot=True))
+
+    def _slurmd_argv(self, name: str, fresh_boot: bool = False) -> list[str]:
         # The host's unshare/hostname give slurmd its own UTS namespace; nsenter
         # (for chroot versions) then enters only the mount namespace and root.
-        slurmd = self.in_root(["/usr/sbin/slurmd", "-D", "-N", name, "-f", self.conf], cwd=self.base)
+        # -b: "Report node rebooted when daemon restarted" (slurmd's own test option).
+        slurmd = self.in_root(["/usr/sbin/slurmd", "-D", *(["-b"] if fresh_boot else []), "-N", name, "-f", self.conf],
+                              cwd=self.base)
         probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
         if probe.returncode == 0:
             return ["unshare", "--uts", "sh", "-c", f'hostname {name} && exec "$@"', "sh", *slurmd]
@@ -577,6 +653,8 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
 
     def stop(self) -> None:
         """Stop our own daemons by pid: slurmds first, then slurmctld, then munged."""
+        if self._reboot_stop is not None:
+            self._reboot_stop.set()
         order = sorted(self.pids, key=lambda k: (k == "holder", not k.startswith("slurmrestd"),
                                                  not k.startswith("slurmd-"), k == "munged"))
         for key in order:
