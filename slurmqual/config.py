@@ -25,7 +25,7 @@ DEFAULT_PATH = "/etc/slurmqual/config.toml"
 
 MAX_CONFIG_BYTES = 1 << 20
 MAX_CACHE_BYTES = 4 << 20
-SECTIONS = ("node", "fabric", "checks", "hooks", "slurm", "burnin", "store")
+SECTIONS = ("node", "fabric", "checks", "hooks", "slurm", "burnin", "store", "remediation")
 # `[[groups]]`: per-node-group overrides, compiled at validation into
 # {"name", "match", "set": [[path, value], ...]} so a hook applies them with no pydantic.
 GROUPS = "groups"

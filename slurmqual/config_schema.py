@@ -172,6 +172,46 @@ class BurninCfg(Strict):
     max_retest_rounds: int = Field(2, ge=0, le=10)
 
 
+class RemediationCfg(Strict):
+    """`[remediation]`: the repair ladder (remediation.py). Off by default: a
+    site opts in to automatic GPU resets and reboots (they need RebootProgram
+    in slurm.conf and the CLI adapter)."""
+    enabled: bool = False
+    # Overrides of the per-check and per-Xid defaults (remediation.DEFAULT_CHECKS,
+    # DEFAULT_XID): "none" (warn), "reset", "reboot", "drain", "rma".
+    checks: dict[str, Literal["none", "reset", "reboot", "drain", "rma"]] = {}
+    xid: dict[str, Literal["none", "reset", "reboot", "drain", "rma"]] = {}   # TOML: `79 = "drain"`
+    # At most max_auto automatic actions (reset, reboot) per node within window_s;
+    # the next failure drains with the history in the reason (a person decides).
+    max_auto: int = Field(2, ge=0, le=100)
+    window_s: float = Field(7 * 86400.0, gt=0)
+    # Fleet guard for reboots in flight (like the hook drain guard, its own limit):
+    # at most max(reboot_guard_min, reboot_guard_fraction of the nodes) at once; a
+    # reboot counts as in flight until the node passes again, at most reboot_window_s.
+    reboot_guard_fraction: float = Field(0.05, gt=0, le=1)
+    reboot_guard_min: int = Field(1, ge=0)
+    reboot_window_s: float = Field(3600.0, gt=0)
+    # `status --lemons`: lemon_count or more hardware drains or automatic actions within lemon_window_s.
+    lemon_count: int = Field(3, ge=1)
+    lemon_window_s: float = Field(30 * 86400.0, gt=0)
+
+    @field_validator("checks")
+    @classmethod
+    def _known_checks(cls, v: dict) -> dict:
+        unknown = [c for c in v if c not in REGISTRY]
+        if unknown:
+            raise ValueError(f"unknown check {unknown}; known: {', '.join(REGISTRY)}")
+        return v
+
+    @field_validator("xid")
+    @classmethod
+    def _xid_numbers(cls, v: dict) -> dict:
+        bad = [k for k in v if not k.isdigit()]
+        if bad:
+            raise ValueError(f"Xid numbers as keys (e.g. 79 = \"reboot\"), got {bad}")
+        return {str(int(k)): a for k, a in v.items()}
+
+
 class StoreCfg(Strict):
     path: str = "/var/lib/slurmqual/slurmqual.db"
 
@@ -241,6 +281,7 @@ class SiteConfig(Strict):
     slurm: SlurmCfg = SlurmCfg()
     burnin: BurninCfg = BurninCfg()
     store: StoreCfg = StoreCfg()
+    remediation: RemediationCfg = RemediationCfg()
     groups: list[GroupCfg] = []
 
     @model_validator(mode="after")

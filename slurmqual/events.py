@@ -12,7 +12,9 @@ import os
 import secrets
 import time
 
-KINDS = ("drain", "resume", "guard_hold", "error_hold", "requalify")
+KINDS = ("drain", "resume", "guard_hold", "error_hold", "requalify",
+         # the repair ladder (remediation.py) and hardware swaps (hwid.py)
+         "warn", "reset", "reset_wait", "reboot", "reboot_hold", "escalate", "rma", "swap")
 
 
 def spool_dir(state_dir: str) -> str:

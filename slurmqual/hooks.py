@@ -172,19 +172,6 @@ def _run(hook: str, env: dict, config, log) -> int:
                                  log)
     except (OSError, ValueError) as exc:
         log.warning("could not record state for %s: %s", node, exc)
-    passed = not any(r.status is Status.FAIL for r in results)
-    # A passing prolog writes no metrics (prometheus_client would cost every job
-    # ~70 ms); a failing one does. Epilog and health check refresh them.
-    if config["hooks"]["metrics_dir"] and not (hook == "prolog" and passed):
-        try:
-            from .metrics import write_node_metrics
-
-            check_root_only(config["hooks"]["metrics_dir"], "metrics dir")  # its writer follows symlinks
-
-            write_node_metrics(config["hooks"]["metrics_dir"], node, _latest_results(state, results), time.time(),
-                               versions=state.versions if state is not None else ctx.memo.get("versions", {}))
-        except Exception as exc:  # noqa: BLE001 - metrics are nice to have
-            log.warning("could not write metrics: %s", exc)
     for r in results:
         if r.status in (Status.FAIL, Status.ERROR, Status.WARN):
             log.info("%s %s: %s %s: %s", hook, node, r.name, r.status.value, r.message)
@@ -192,8 +179,41 @@ def _run(hook: str, env: dict, config, log) -> int:
         log.error("check %s raised:\n%s", name, tb)
     failed = [r for r in results if r.status is Status.FAIL]
 
-    if hook == "prolog" and not failed:
-        return 0  # the hot path: no slurmctld call at all
+    # A drain Slurm undid: made while the ladder's reboot was completing (see _drain).
+    enforce = state.drain if state is not None and state.drain and state.drain.get("enforce") else None
+    if hook == "prolog" and not failed and enforce is None:
+        return 0  # the hot path: no slurmctld call at all (and no metrics: see _write_metrics)
+    try:
+        return _act(hook, node, results, failed, state, ctx, config, log, enforce)
+    finally:
+        _write_metrics(hook, node, results, state, state_unsafe, ctx, config, log)
+
+
+def _write_metrics(hook, node, results, state, state_unsafe, ctx, config, log) -> None:
+    """A passing prolog writes no metrics (prometheus_client would cost every
+    job ~70 ms); a failing one does. Epilog and health check refresh them,
+    after acting, so the ladder's actions are in them."""
+    if not config["hooks"]["metrics_dir"]:
+        return
+    try:
+        from .metrics import write_node_metrics
+        from .nodestate import StateError, read
+        from .security import check_root_only
+
+        check_root_only(config["hooks"]["metrics_dir"], "metrics dir")  # its writer follows symlinks
+        if not state_unsafe:
+            try:
+                state = read(config["hooks"]["state_dir"], node) or state
+            except (StateError, ValueError):
+                pass
+        write_node_metrics(config["hooks"]["metrics_dir"], node, _latest_results(state, results), time.time(),
+                           versions=state.versions if state is not None else ctx.memo.get("versions", {}),
+                           remediation=state.remediation if state is not None else None)
+    except Exception as exc:  # noqa: BLE001 - metrics are nice to have
+        log.warning("could not write metrics: %s", exc)
+
+
+def _act(hook, node, results, failed, state, ctx, config, log, enforce=None) -> int:
     if not failed and state is not None and state.drain is None and state.drain_known:
         # Passing epilog/healthcheck on a node we did not drain: nothing to give
         # back, so no slurmctld call (512 epilogs end together after a big job).
@@ -208,7 +228,9 @@ def _run(hook: str, env: dict, config, log) -> int:
         log.error("%s %s: cannot read node state from Slurm: %s", hook, node, exc)
         return 1 if (hook == "prolog" and failed) else 0
     if failed:
-        return _on_failure(hook, node, failed, info, adapter, config, log)
+        return _on_failure(hook, node, failed, info, adapter, config, log, state, ctx)
+    if enforce is not None:
+        return _enforce(hook, node, enforce, info, adapter, config, log)
     return _on_pass(hook, node, results, info, state, adapter, config, log)
 
 
@@ -237,21 +259,55 @@ def _event(config, node: str, kind: str, detail: str, hook: str, log) -> None:
         log.warning("could not spool %s event for %s: %s", kind, node, exc)
 
 
-def _on_failure(hook, node, failed, info, adapter, config, log) -> int:
+def _on_failure(hook, node, failed, info, adapter, config, log, state=None, ctx=None) -> int:
+    """The repair ladder (remediation.py) picks the action; without it (or
+    when it says drain) the node is drained with the first failing check."""
+    fail_rc = 1 if hook == "prolog" else 0
+    reason = drain_reason(failed)
+    if config["remediation"]["enabled"]:
+        from . import remediation
+
+        plan = remediation.plan(failed, state.remediation if state is not None else [], config["remediation"],
+                                time.time())
+        if plan.action == "none":
+            log.warning("%s %s: failing (%s); remediation says none: left in service", hook, node, reason)
+            _event(config, node, "warn", reason, hook, log)
+            return 0
+        if plan.action == "reboot":
+            done = _reboot(hook, node, plan, info, adapter, config, log)
+            if done:
+                return fail_rc
+        elif plan.action == "reset":
+            return _reset(hook, node, plan, info, adapter, config, log, ctx)
+        else:
+            reason = plan.reason
+            last = state.remediation[-1] if state is not None and state.remediation else {}
+            if plan.escalated and not (last.get("action") == "escalate" and last.get("check") == plan.check):
+                _record_action(config, node, {"action": "escalate", "check": plan.check, "detail": plan.detail,
+                                              "after": plan.escalated, "hook": hook}, log)
+                _event(config, node, "escalate", reason, hook, log)
+            elif plan.action == "rma" and not (info is not None and info.reason == reason):
+                _record_action(config, node, {"action": "rma", "check": plan.check, "detail": plan.detail,
+                                              "hook": hook, "evidence": [r.to_dict() for r in failed]}, log)
+                _event(config, node, "rma", reason, hook, log)
+    _drain(hook, node, reason, info, adapter, config, log)
+    return fail_rc
+
+
+def _drain(hook, node, reason, info, adapter, config, log) -> bool:
+    """A hook drain through the ownership rules and the fleet guard; True when the node is (now) drained so."""
     from . import policy
     from .slurm import SlurmError
 
-    fail_rc = 1 if hook == "prolog" else 0
-    reason = drain_reason(failed)
     # Inside a requalify's own maintenance reservation the node is ours to judge.
     requalifying = os.path.exists(os.path.join(config["hooks"]["state_dir"], "requalify", f"{node}.json"))
     decision = policy.may_drain(info, reason, "hook", own_maintenance=requalifying)
     if not decision:
         if decision.noop:
             _set_drain(config, node, {"reason": reason, "time": time.time(), "hook": hook}, log)
-        else:
-            log.info("%s %s: failing (%s) but %s", hook, node, reason, decision.why)
-        return fail_rc
+            return True
+        log.info("%s %s: failing (%s) but %s", hook, node, reason, decision.why)
+        return False
     if info is None or not info.drained:  # a new drain: ask the fleet guard first
         try:
             verdict = policy.HookGuard.from_config(config).request_drain(node, reason)
@@ -264,14 +320,138 @@ def _on_failure(hook, node, failed, info, adapter, config, log) -> int:
                          "see `slurmqual status`", hook, node, verdict.recent,
                          config["hooks"].get("guard_window_s", 3600.0), verdict.limit, verdict.fleet, reason)
             _event(config, node, "guard_hold", reason, hook, log)
-            return 0  # a failing prolog would make Slurm drain the node itself
-    _set_drain(config, node, {"reason": reason, "time": time.time(), "hook": hook}, log, error_since=None)
+            return False  # (a failing prolog would make Slurm drain the node itself: callers return 0)
+    drain = {"reason": reason, "time": time.time(), "hook": hook}
+    if policy.ladder_rebooting(info):
+        # Slurm clears a node's drain when its reboot completes: the next hook
+        # run (the prolog of any job too) applies it again (_enforce).
+        drain["enforce"] = True
+    _set_drain(config, node, drain, log, error_since=None)
     try:
         adapter.drain([node], reason)
         log.warning("%s %s: drained: %s", hook, node, reason)
         _event(config, node, "drain", reason, hook, log)
     except SlurmError as exc:
         log.error("%s %s: could not drain (%s): %s", hook, node, reason, exc)
+        return False
+    return True
+
+
+def _enforce(hook, node, drain, info, adapter, config, log) -> int:
+    """Apply again a drain the hook made while the ladder's reboot was
+    completing (Slurm undid it when the node registered); the prolog of a
+    job that landed in between fails, so the job is requeued."""
+    from . import policy
+    from .slurm import SlurmError
+
+    fail_rc = 1 if hook == "prolog" else 0
+    if policy.ladder_rebooting(info):
+        return fail_rc  # not registered yet: the next run applies it
+    kept = {k: v for k, v in drain.items() if k != "enforce"}
+    if info is None or info.drained:
+        _set_drain(config, node, kept if info is not None and info.reason == drain["reason"] else None, log)
+        return fail_rc if info is not None and info.reason == drain["reason"] else 0
+    decision = policy.may_drain(info, drain["reason"], "hook")
+    if not decision:
+        log.info("%s %s: not draining again (%s): %s", hook, node, drain["reason"], decision.why)
+        _set_drain(config, node, None, log)
+        return 0
+    try:
+        adapter.drain([node], drain["reason"])
+    except SlurmError as exc:
+        log.error("%s %s: could not drain (%s): %s", hook, node, drain["reason"], exc)
+        return fail_rc
+    log.warning("%s %s: drained again after the reboot completed (Slurm had resumed it): %s", hook, node,
+                drain["reason"])
+    _event(config, node, "drain", f"{drain['reason']} (again after the reboot)", hook, log)
+    _set_drain(config, node, kept, log)
+    return fail_rc
+
+
+def _record_action(config, node: str, entry: dict, log) -> None:
+    from .nodestate import record_action
+
+    try:
+        record_action(config["hooks"]["state_dir"], node, entry)
+    except (OSError, ValueError) as exc:
+        log.warning("could not record remediation for %s: %s", node, exc)
+
+
+def _reboot(hook, node, plan, info, adapter, config, log) -> bool:
+    """`scontrol reboot ASAP nextstate=RESUME` with the ladder's reason, if the
+    ownership rules and the fleet reboot guard allow; False: not rebooted
+    (the caller drains with the check's own reason instead)."""
+    from . import policy
+    from .slurm import SlurmError
+
+    if info is not None and info.reason == plan.reason and (info.drained or info.state == "down"):
+        return True  # asked already (a second hook run while the reboot waits for the node to idle)
+    decision = policy.may_drain(info, plan.reason, "hook")
+    if not decision:
+        log.info("%s %s: would reboot (%s) but %s", hook, node, plan.reason, decision.why)
+        return False
+    guard = policy.reboot_guard(config)
+    try:
+        verdict = guard.request_drain(node, plan.reason)
+    except OSError as exc:
+        log.error("%s %s: reboot guard unavailable (%s); draining instead", hook, node, exc)
+        return False
+    if not verdict.allowed:
+        log.critical("%s %s: reboot HELD by the fleet reboot guard: %d nodes rebooting (limit %d of %d nodes); "
+                     "drained instead, rebooted once the others are back: %s", hook, node, verdict.recent,
+                     verdict.limit, verdict.fleet, plan.reason)
+        _event(config, node, "reboot_hold", plan.reason, hook, log)
+        return False
+    try:
+        adapter.reboot([node], plan.reason)
+    except SlurmError as exc:
+        log.error("%s %s: could not reboot (%s): %s; draining instead", hook, node, plan.reason, exc)
+        guard.release(node)
+        return False
+    _set_drain(config, node, {"reason": plan.reason, "time": time.time(), "hook": hook}, log, error_since=None)
+    _record_action(config, node, {"action": "reboot", "check": plan.check, "detail": plan.detail, "hook": hook}, log)
+    log.warning("%s %s: reboot requested: %s", hook, node, plan.reason)
+    _event(config, node, "reboot", plan.reason, hook, log)
+    return True
+
+
+def _reset(hook, node, plan, info, adapter, config, log, ctx) -> int:
+    """Drain with the ladder's reset reason (no new job lands), then reset the
+    GPUs once no process uses them. The prolog runs no commands: its drain
+    leaves the reset to the epilog or health check. After the reset the drain
+    holds until a hook's checks all pass (then _on_pass resumes)."""
+    from . import gpureset
+
+    fail_rc = 1 if hook == "prolog" else 0
+    if not _drain(hook, node, plan.reason, info, adapter, config, log):
+        return 0 if hook == "prolog" else fail_rc
+    if ctx is None or ctx.level == "fast":
+        return fail_rc
+    gpus = list(plan.gpus)
+    if not gpus:
+        log.error("%s %s: reset planned for %s but no GPU named; left drained", hook, node, plan.check)
+        return fail_rc
+    try:
+        busy = gpureset.busy(ctx, gpus)
+    except gpureset.ResetError as exc:
+        log.error("%s %s: cannot tell whether the GPUs are idle (%s); no reset, left drained", hook, node, exc)
+        return fail_rc
+    if busy:
+        what = "; ".join(f"{pci}: pid {','.join(map(str, pids))}" for pci, pids in sorted(busy.items()))
+        log.warning("%s %s: GPU reset waits: processes on the GPU (%s); drained until they end", hook, node, what)
+        _event(config, node, "reset_wait", f"{plan.reason} (busy: {what})", hook, log)
+        return fail_rc
+    try:
+        gpureset.reset(ctx, gpus)
+    except gpureset.ResetError as exc:
+        log.error("%s %s: GPU reset failed (%s); left drained", hook, node, exc)
+        _event(config, node, "reset", f"failed: {exc}", hook, log)
+        return fail_rc
+    gpureset.after_reset(ctx, gpus)
+    _record_action(config, node, {"action": "reset", "check": plan.check, "detail": plan.detail, "gpus": gpus,
+                                  "hook": hook}, log)
+    log.warning("%s %s: GPU reset done (%s); drained until every check passes", hook, node, ",".join(gpus))
+    _event(config, node, "reset", f"{','.join(gpus)}: {plan.reason}", hook, log)
     return fail_rc
 
 
@@ -280,17 +460,22 @@ def _on_pass(hook, node, results, info, state, adapter, config, log) -> int:
     drain needs requalify or `slurmqual resume`."""
     from . import policy
     from .slurm import SlurmError
-    from .slurm import reason as reasons
 
     decision = policy.may_resume(info, "hook")
     if not decision:
-        if info is not None and info.drained and policy.is_hook_reason(info.reason):
+        if info is not None and (info.drained or info.hands_off) and policy.is_hook_reason(info.reason):
+            # ours, perhaps mid-reboot (REBOOT_ISSUED): keep asking Slurm until it is given back
             _set_drain(config, node, {"reason": info.reason, "time": time.time(), "hook": hook}, log)
         else:  # not (or no longer) our hook drain: someone resumed or re-reasoned it
             _set_drain(config, node, None, log, error_since=None)
+            if decision.noop and config["remediation"]["enabled"]:
+                try:  # back in service and passing: a ladder reboot (Slurm resumed it) is over
+                    policy.reboot_guard(config).release(node)
+                except OSError:
+                    pass
         log.info("%s %s: checks pass; %s", hook, node, decision.why)
         return 0
-    drained_for = reasons.check_of(info.reason)
+    drained_for = policy.drained_for(info.reason)
     judged = {r.name: r.status for r in results}
     if drained_for not in judged or judged[drained_for] in (Status.SKIP,):
         # This hook does not run the check that drained the node: its pass says nothing about it.
@@ -311,6 +496,8 @@ def _on_pass(hook, node, results, info, state, adapter, config, log) -> int:
     _set_drain(config, node, None, log, error_since=None)
     try:
         policy.HookGuard.from_config(config).release(node)
+        if config["remediation"]["enabled"]:
+            policy.reboot_guard(config).release(node)   # a ladder reboot is over once the node passes
     except OSError:
         pass
     return 0
@@ -321,6 +508,7 @@ def _error_hold(hook, node, errors, info, state, adapter, config, log) -> int:
     the drain for hooks.error_hold_s; then resume if the check that drained the
     node passes now (errors never drain), else re-reason the drain to say that
     check cannot judge, so an admin sees why the node stays out."""
+    from . import policy
     from .slurm import SlurmError
     from .slurm import reason as reasons
 
@@ -335,7 +523,7 @@ def _error_hold(hook, node, errors, info, state, adapter, config, log) -> int:
         log.info("%s %s: checks pass but %s cannot judge; keeping our drain (at most %gs more)", hook, node, names,
                  hold - (now - since))
         return 0
-    drained_for = reasons.check_of(info.reason)
+    drained_for = policy.drained_for(info.reason)
     own = [r for r in errors if r.name == drained_for]
     if own:
         when = time.strftime("%m-%d %H:%M", time.localtime(since))

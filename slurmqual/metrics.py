@@ -43,8 +43,10 @@ def _write(directory: str, name: str, reg) -> str:
 
 
 def write_node_metrics(directory: str, node: str, results: list[CheckResult], now: float,
-                       versions: dict | None = None) -> str:
-    """Per-check status, the time of this run and the node's versions, for one node."""
+                       versions: dict | None = None, remediation: list[dict] | None = None) -> str:
+    """Per-check status, the time of this run and the node's versions, for one
+    node; with `remediation` (the node state's ladder history) the actions
+    taken per kind and when the last one was."""
     from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry()
@@ -59,6 +61,20 @@ def write_node_metrics(directory: str, node: str, results: list[CheckResult], no
                  ["node", *INFO_FIELDS], registry=reg)
     v = versions or {}
     info.labels(node=node, **{f: str(v.get(f) or "") for f in INFO_FIELDS}).set(1)
+    if remediation is not None:
+        actions = Gauge("slurmqual_remediation_actions", "Repair-ladder actions on the node in its kept history "
+                        "(reset, reboot, escalate, rma, ...)", ["node", "action"], registry=reg)
+        last = Gauge("slurmqual_remediation_last_action_timestamp_seconds",
+                     "Unix time of the node's last repair-ladder action of this kind", ["node", "action"], registry=reg)
+        counts: dict[str, int] = {}
+        latest: dict[str, float] = {}
+        for h in remediation:
+            a = str(h.get("action", ""))
+            counts[a] = counts.get(a, 0) + 1
+            latest[a] = max(latest.get(a, 0.0), float(h.get("time", 0)))
+        for a, n in counts.items():
+            actions.labels(node=node, action=a).set(n)
+            last.labels(node=node, action=a).set(latest[a])
     return _write(directory, _file_name("node", node), reg)
 
 

@@ -12,7 +12,11 @@ Writers hold an flock on a sidecar lock file (prolog, epilog and healthcheck
 may overlap on one node); readers never lock: the file is replaced atomically.
 Format (JSON object): node, time, hook, status, checks (list), versions,
 drain ({reason, time, hook} or null), error_since (float or null),
-drain_known (whether `drain` reflects what Slurm said; a new file does not know).
+drain_known (whether `drain` reflects what Slurm said; a new file does not know),
+remediation (the repair ladder's actions on the node, oldest first, each
+{time, action, check, detail, gpus, hook}; kept REMEDIATION_KEEP_S),
+hardware (the node's hardware identity: hwid.py) and swap (a detected part
+swap not yet requalified: {time, changes} or null).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ class NodeState:
     drain: dict | None = None               # our own hook drain: {reason, time, hook}
     error_since: float | None = None        # first run where an error held our drain
     drain_known: bool = False               # a hook has asked Slurm since this file began
+    remediation: list[dict] = field(default_factory=list)   # ladder actions, oldest first
+    hardware: dict = field(default_factory=dict)            # identity: hwid.py
+    swap: dict | None = None                                # detected swap awaiting requalify
 
     @property
     def status(self) -> str:
@@ -61,7 +68,8 @@ class NodeState:
     def to_dict(self) -> dict:
         return {"node": self.node, "time": self.time, "hook": self.hook, "status": self.status,
                 "checks": list(self.checks.values()), "versions": dict(self.versions), "drain": self.drain,
-                "error_since": self.error_since, "drain_known": self.drain_known}
+                "error_since": self.error_since, "drain_known": self.drain_known,
+                "remediation": list(self.remediation), "hardware": dict(self.hardware), "swap": self.swap}
 
     @classmethod
     def from_dict(cls, data: dict) -> "NodeState":
@@ -90,7 +98,7 @@ class NodeState:
         err = data.get("error_since")
         return cls(data["node"], t, hook, checks, {k: str(v) for k, v in versions.items() if v not in (None, "")},
                    drain, float(err) if isinstance(err, (int, float)) and not isinstance(err, bool) else None,
-                   data.get("drain_known") is True)
+                   data.get("drain_known") is True, *_ladder_fields(data))
 
     def merge(self, hook: str, results: Iterable, versions: dict | None, now: float) -> None:
         """Record one hook run: its checks replace the same checks, others stay."""
@@ -111,6 +119,21 @@ def _number(d: dict, key: str, default: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise StateError(f"'{key}' is not a number")
     return float(v)
+
+
+def _ladder_fields(data: dict) -> tuple[list[dict], dict, dict | None]:
+    """remediation, hardware, swap of a state file (absent in older files)."""
+    history = data.get("remediation", [])
+    if not isinstance(history, list) or not all(isinstance(h, dict) and isinstance(h.get("time"), (int, float))
+                                                 for h in history):
+        raise StateError("'remediation' is not a list of {time, action, ...}")
+    hardware = data.get("hardware", {})
+    if not isinstance(hardware, dict):
+        raise StateError("'hardware' is not an object")
+    swap = data.get("swap")
+    if swap is not None and not isinstance(swap, dict):
+        raise StateError("'swap' is neither an object nor null")
+    return list(history), dict(hardware), swap
 
 
 def nodes_dir(state_dir: str) -> str:
@@ -209,3 +232,19 @@ def record_run(state_dir: str, node: str, hook: str, results: Iterable, versions
     now = time.time() if now is None else now
     results = list(results)
     return update(state_dir, node, lambda st: st.merge(hook, results, versions, now), durable=False, warn=warn)
+
+
+REMEDIATION_KEEP_S = 90 * 86400.0   # longer than any cap or lemon window
+
+
+def record_action(state_dir: str, node: str, entry: dict, now: float | None = None) -> NodeState:
+    """Append one repair-ladder action (reset, reboot, escalate, rma, ...) to
+    the node's history; durable (the caps count these)."""
+    now = time.time() if now is None else now
+    entry = dict(entry, time=entry.get("time", now))
+
+    def change(st: NodeState) -> None:
+        st.remediation = [h for h in st.remediation if now - float(h.get("time", 0)) <= REMEDIATION_KEEP_S]
+        st.remediation.append(entry)
+
+    return update(state_dir, node, change)

@@ -9,12 +9,19 @@ Who owns a drain is read from its reason:
   hooks may re-reason it and resume it once the checks pass;
 - any other `slurmqual: <what>: ...` (burnin, requalify, admin, internal): needs
   a person or requalify; hooks never replace or resume it.
+- the repair ladder's (remediation.py) `slurmqual: reset|reboot: <check>: ...`
+  is a hook drain too: the hooks resume it once every check passes; a drain
+  the ladder's cap escalated (`slurmqual: <check>: after 2 reboots in 7d; ...`)
+  the hooks may re-reason but never resume; `slurmqual: rma: ...` and
+  `slurmqual: swap: ...` need a person or requalify.
 Nodes Slurm or an admin is handling (down, rebooting, maintenance, powering)
-are never drained, re-reasoned or resumed.
+are never drained, re-reasoned or resumed, except that a hook may drain a
+node in the ladder's own reboot (`ladder_rebooting`) whose checks still fail.
 
 Actors: "hook", "burnin", "requalify", "admin".
 
-The fleet guard for hook drains lives here too: see `HookGuard`.
+The fleet guards for hook drains and for the ladder's reboots live here too:
+see `HookGuard` (and `reboot_guard`).
 """
 
 from __future__ import annotations
@@ -46,8 +53,41 @@ def check_names() -> frozenset[str]:
 
 
 def is_hook_reason(reason: str | None) -> bool:
-    """A drain a node check made (the hooks own these)."""
+    """A drain a node check made, directly or through the repair ladder's
+    reset/reboot (the hooks own these; remediation.py)."""
+    from . import remediation
+
+    if remediation.is_ladder(reason):
+        return remediation.inner_check(reason) in check_names()
     return reasons.check_of(reason) in check_names()
+
+
+def drained_for(reason: str | None) -> str | None:
+    """The check a slurmqual drain is for ('xid' for 'slurmqual: reboot: xid: ...')."""
+    from . import remediation
+
+    return remediation.inner_check(reason)
+
+
+def is_escalated(reason: str | None) -> bool:
+    """The ladder's cap drained the node after repeated automatic repairs: a person decides."""
+    from . import remediation
+
+    return remediation.is_escalated(reason)
+
+
+_REBOOT_FLAGS = ("REBOOT_REQUESTED", "REBOOT_ISSUED")
+
+
+def ladder_rebooting(info) -> bool:
+    """In the ladder's own reboot (our `slurmqual: reboot: ...` reason, Slurm's
+    reboot flags): the health check slurmd runs at start, before the node
+    registers, is the re-check; if it fails the hook may drain the node, so it
+    never takes a job. Any other reboot or down node is Slurm's or an admin's."""
+    from . import remediation
+
+    return (info is not None and remediation.category(info.reason) == "reboot"
+            and bool(set(_REBOOT_FLAGS) & set(info.flags)))
 
 
 # Slurm's own drain after a hook failed: requalify may replace it with the precise reason.
@@ -56,7 +96,13 @@ _MAINT_FLAGS = ("MAINTENANCE", "RESERVED_MAINT")
 
 
 def _hands_off(info, own_maintenance: bool) -> bool:
-    """A requalify's own maintenance reservation does not make its nodes hands-off."""
+    """A requalify's own maintenance reservation does not make its nodes
+    hands-off, nor does the ladder's own reboot (ladder_rebooting) to a hook that drains."""
+    if ladder_rebooting(info):
+        import dataclasses
+
+        return dataclasses.replace(info, state="idle", flags=tuple(f for f in info.flags
+                                                                   if f not in _REBOOT_FLAGS)).hands_off
     if own_maintenance and set(_MAINT_FLAGS) & set(info.flags):
         import dataclasses
 
@@ -84,6 +130,8 @@ def may_drain(info, reason: str, actor: str, own_maintenance: bool = False) -> D
         if actor == "hook" and not is_hook_reason(info.reason):
             return Decision(False, f"drained by slurmqual for {reasons.check_of(info.reason)} ({info.reason!r}); "
                                    "a hook never replaces it")
+        if actor == "hook" and is_escalated(info.reason):
+            return Decision(False, f"drained after repeated automatic repairs ({info.reason!r}); a person decides")
         if hands_off:
             return Decision(False, f"node is {_state(info)}; left alone")
         return Decision(True, "")
@@ -107,6 +155,8 @@ def may_resume(info, actor: str, force: bool = False) -> Decision:
         return Decision(False, f"drained by someone else ({info.reason!r})")
     if actor == "hook" and not is_hook_reason(info.reason):
         return Decision(False, f"drained by slurmqual for {reasons.check_of(info.reason)}: needs requalify or an admin")
+    if actor == "hook" and is_escalated(info.reason):
+        return Decision(False, "drained after repeated automatic repairs: needs `slurmqual resume` or requalify")
     return Decision(True, "")
 
 
@@ -143,12 +193,16 @@ class HookGuard:
     `status` reads; on a node-local state dir it sees one node and never trips.
     """
 
-    def __init__(self, state_dir: str, window_s: float, fraction: float, minimum: int):
+    def __init__(self, state_dir: str, window_s: float, fraction: float, minimum: int,
+                 records: str = "drains", held: str = "held", in_flight: bool = False):
         self.dir = os.path.join(state_dir, "guard")
         self.state_dir = state_dir
         self.window_s = window_s
         self.fraction = fraction
         self.minimum = minimum
+        self.records = records      # subdirectory of the counted records
+        self.held_kind = held       # ... and of the held ones
+        self.in_flight = in_flight  # release() also ends the node's record (a reboot that finished)
 
     @classmethod
     def from_config(cls, config) -> "HookGuard":
@@ -197,19 +251,19 @@ class HookGuard:
         fd = os.open(os.path.join(self.dir, ".lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            drains = self._records("drains", now)
-            held = self._records("held", now)
+            drains = self._records(self.records, now)
+            held = self._records(self.held_kind, now)
             drains.pop(node, None)
             held.pop(node, None)
             fleet = max(self.fleet_size(), len(drains) + 1)
             limit = guard_limit(fleet, self.fraction, self.minimum)
             if len(drains) >= limit or held:
-                self._write("held", node, {"node": node, "time": now, "reason": reason,
-                                           "recent": len(drains), "limit": limit, "fleet": fleet})
+                self._write(self.held_kind, node, {"node": node, "time": now, "reason": reason,
+                                                   "recent": len(drains), "limit": limit, "fleet": fleet})
                 return GuardVerdict(False, len(drains), limit, fleet)
-            self._write("drains", node, {"node": node, "time": now, "reason": reason})
+            self._write(self.records, node, {"node": node, "time": now, "reason": reason})
             try:
-                os.unlink(os.path.join(self.dir, "held", f"{node}.json"))
+                os.unlink(os.path.join(self.dir, self.held_kind, f"{node}.json"))
             except OSError:
                 pass
             return GuardVerdict(True, len(drains), limit, fleet)
@@ -217,18 +271,29 @@ class HookGuard:
             os.close(fd)
 
     def release(self, node: str) -> None:
-        """The node passed again: it no longer counts as held (its drain record ages out)."""
-        try:
-            os.unlink(os.path.join(self.dir, "held", f"{node}.json"))
-        except OSError:
-            pass
+        """The node passed again: it no longer counts as held (its drain record
+        ages out; an in-flight record, a reboot, ends now)."""
+        for kind in (self.held_kind, *((self.records,) if self.in_flight else ())):
+            try:
+                os.unlink(os.path.join(self.dir, kind, f"{node}.json"))
+            except OSError:
+                pass
 
     def status(self, now: float | None = None) -> dict:
         """For `slurmqual status`: recent hook drains, held nodes, whether tripped."""
         now = time.time() if now is None else now
-        drains = self._records("drains", now)
-        held = self._records("held", now)
+        drains = self._records(self.records, now)
+        held = self._records(self.held_kind, now)
         fleet = max(self.fleet_size(), len(drains))
         return {"tripped": bool(held), "limit": guard_limit(fleet, self.fraction, self.minimum), "fleet": fleet,
                 "window_s": self.window_s, "recent_drains": sorted(drains), "held": sorted(held),
                 "held_reasons": {n: r.get("reason", "") for n, r in sorted(held.items())}}
+
+
+def reboot_guard(config) -> HookGuard:
+    """The ladder's reboots in flight, capped fleet-wide like hook drains (its
+    own records and limit: `<state_dir>/guard/reboots/`, `guard/reboots-held/`):
+    a fault every node shares must not reboot the fleet."""
+    r = config["remediation"]
+    return HookGuard(config["hooks"]["state_dir"], r["reboot_window_s"], r["reboot_guard_fraction"],
+                     r["reboot_guard_min"], records="reboots", held="reboots-held", in_flight=True)

@@ -19,6 +19,7 @@ class FakeAdapter(SlurmAdapter):
     job_list: list[JobRecord] = field(default_factory=list)
     drains: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
     resumes: list[tuple[str, ...]] = field(default_factory=list)
+    reboots: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
     submitted: list[tuple[list[str], str | None]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     cancelled_names: list[str] = field(default_factory=list)
@@ -45,6 +46,9 @@ class FakeAdapter(SlurmAdapter):
 
     def resume(self, nodes: list[str]) -> None:
         self.resumes.append(tuple(nodes))
+
+    def reboot(self, nodes: list[str], reason: str) -> None:
+        self.reboots.append((tuple(nodes), reason))
 
     def submit(self, argv: list[str], script: str | None = None) -> str:
         self.submitted.append((list(argv), script))

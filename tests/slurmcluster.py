@@ -28,10 +28,10 @@ wrappers in `bin_dir` work both from the host and from inside.
 
 RebootProgram (`start(reboot=True)`): slurmd runs `bin/reboot.sh`, which
 leaves a request under `reboot-requests/`; a watcher thread of this process
-"reboots" the node: it calls `on_reboot(node)` (a test's hook: repair the
-tree, or block to keep the reboot in flight), gives the node's tree a new
-boot (nodetree.reboot: new boot id, fresh kernel log), stops that slurmd by
-pid and starts it again with `-b` (slurmd reports a fresh boot, so slurmctld
+"reboots" the node: it stops that slurmd by pid, gives the node's tree a
+new boot (nodetree.reboot: new boot id, fresh kernel log), calls
+`on_reboot(node)` (a test's hook: break the fresh tree again, or block to
+keep the reboot in flight) and starts slurmd again with `-b` (slurmd reports a fresh boot, so slurmctld
 sees the reboot complete). No machine reboots; reboots happen while the
 process that started the cluster runs.
 
@@ -568,9 +568,9 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
                 time.sleep(0.1)
             if _alive(pid):
                 _kill(pid, signal.SIGKILL)
+        tree_reboot(self.tree(node))
         if self.on_reboot is not None:
             self.on_reboot(node)
-        tree_reboot(self.tree(node))
         if self._reboot_stop is not None and self._reboot_stop.is_set():
             return  # the cluster is stopping
         self.reboots.append(node)

@@ -297,3 +297,15 @@ def _save(path: str, text: str) -> str:
         return ""
     except OSError as exc:
         return f"xid state not saved ({path}: {exc.strerror or exc})"
+
+
+def forget(path: str, pcis: list[str]) -> str:
+    """Drop the kept events of these GPUs ('0000:18:00'): after the ladder reset
+    them (remediation.py) their faults are gone; a new one shows again."""
+    import json
+
+    state, note = _load(path)
+    if not state:
+        return note
+    state["events"] = [e for e in state["events"] if e[2] not in set(pcis)]
+    return _save(path, json.dumps(state))

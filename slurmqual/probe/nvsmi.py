@@ -52,6 +52,7 @@ class SmiGpu:
     fabric_state: str | None = None           # Completed / In Progress / Not Started / None (N/A)
     fabric_status: str | None = None
     recovery_action: str | None = None        # driver 550+: None / Reset / Reboot / Drain P2P / Drain and Reset
+    processes: list[tuple[int, str, str]] = field(default_factory=list)  # (pid, type C/G/C+G, name) using the GPU
 
     @property
     def label(self) -> str:
@@ -155,6 +156,10 @@ def _gpu_from_xml(index: int, g) -> SmiGpu:
     gpu.fabric_state = _word(g.findtext("fabric/state"))
     gpu.fabric_status = _word(g.findtext("fabric/status"))
     gpu.recovery_action = _word(g.findtext("gpu_recovery_action"))
+    for p in g.findall("processes/process_info"):
+        pid = _int(p.findtext("pid"))
+        if pid is not None:
+            gpu.processes.append((pid, (p.findtext("type") or "").strip(), (p.findtext("process_name") or "").strip()))
     return gpu
 
 

@@ -32,6 +32,12 @@ class SlurmAdapter(ABC):
     @abstractmethod
     def resume(self, nodes: list[str]) -> None: ...
 
+    def reboot(self, nodes: list[str], reason: str) -> None:
+        """Reboot once idle (`scontrol reboot ASAP nextstate=RESUME reason=...`):
+        drained meanwhile; Slurm gives the node back when it registers, after
+        the health check slurmd runs at start (remediation.py)."""
+        raise SlurmError(f"{type(self).__name__} cannot reboot nodes")
+
     @abstractmethod
     def submit(self, argv: list[str], script: str | None = None) -> str:
         """sbatch arguments (and optional script text); returns the job id."""

@@ -170,6 +170,10 @@ class CliAdapter(SlurmAdapter):
     def resume(self, nodes: list[str]) -> None:
         self._run("scontrol", "update", f"nodename={compress(nodes)}", "state=resume")
 
+    def reboot(self, nodes: list[str], reason: str) -> None:
+        # A repeat is harmless (the node is already REBOOT_REQUESTED): safe to retry.
+        self._run("scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", compress(nodes))
+
     def submit(self, argv: list[str], script: str | None = None) -> str:
         """sbatch once; a unique --comment mark finds the job if sbatch's
         answer is lost, so a retry never submits a second job."""

@@ -125,6 +125,11 @@ class RestAdapter(RestCapabilities, SlurmAdapter):
     def resume(self, nodes: list[str]) -> None:
         self._update_nodes(nodes, {"state": ["RESUME"]}, "change nodes (resume)")
 
+    def reboot(self, nodes: list[str], reason: str) -> None:
+        """slurmrestd has no reboot operation in any version we support (its
+        node update takes no REBOOT state)."""
+        raise self._needs_cli("reboot nodes")
+
     def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None:
         """POST reservation (25.05+); the name is the mark looked for before a second try."""
         if not self.can("POST", "/reservation"):
