@@ -179,9 +179,12 @@ def _run(hook: str, env: dict, config, log) -> int:
         log.error("check %s raised:\n%s", name, tb)
     failed = [r for r in results if r.status is Status.FAIL]
 
+    if hook != "prolog" and state is not None:
+        state = _record_hardware(hook, node, state, ctx, config, log)
     # A drain Slurm undid: made while the ladder's reboot was completing (see _drain).
     enforce = state.drain if state is not None and state.drain and state.drain.get("enforce") else None
-    if hook == "prolog" and not failed and enforce is None:
+    swapped = state.swap if state is not None else None
+    if hook == "prolog" and not failed and enforce is None and swapped is None:
         return 0  # the hot path: no slurmctld call at all (and no metrics: see _write_metrics)
     try:
         return _act(hook, node, results, failed, state, ctx, config, log, enforce)
@@ -213,7 +216,29 @@ def _write_metrics(hook, node, results, state, state_unsafe, ctx, config, log) -
         log.warning("could not write metrics: %s", exc)
 
 
+def _record_hardware(hook, node, state, ctx, config, log):
+    """Keep the node's hardware identity; a swap is logged, spooled and its
+    part's baselines start fresh (hwid.py)."""
+    from . import hwid
+    from .nodestate import record_hardware
+
+    try:
+        state, found = record_hardware(config["hooks"]["state_dir"], node, hwid.identity(ctx))
+    except (OSError, ValueError) as exc:
+        log.warning("could not record the hardware identity of %s: %s", node, exc)
+        return state
+    if found:
+        what = "; ".join(hwid.describe(c) for c in found)
+        log.warning("%s %s: hardware swapped: %s; held drained until `slurmqual requalify --swapped`", hook, node,
+                    what)
+        _event(config, node, "swap", what, hook, log)
+        hwid.fresh_baselines(ctx, found)
+    return state
+
+
 def _act(hook, node, results, failed, state, ctx, config, log, enforce=None) -> int:
+    if state is not None and state.swap is not None and not _requalifying(config, node):
+        return _hold_swapped(hook, node, state, config, log)
     if not failed and state is not None and state.drain is None and state.drain_known:
         # Passing epilog/healthcheck on a node we did not drain: nothing to give
         # back, so no slurmctld call (512 epilogs end together after a big job).
@@ -300,8 +325,7 @@ def _drain(hook, node, reason, info, adapter, config, log) -> bool:
     from .slurm import SlurmError
 
     # Inside a requalify's own maintenance reservation the node is ours to judge.
-    requalifying = os.path.exists(os.path.join(config["hooks"]["state_dir"], "requalify", f"{node}.json"))
-    decision = policy.may_drain(info, reason, "hook", own_maintenance=requalifying)
+    decision = policy.may_drain(info, reason, "hook", own_maintenance=_requalifying(config, node))
     if not decision:
         if decision.noop:
             _set_drain(config, node, {"reason": reason, "time": time.time(), "hook": hook}, log)
@@ -337,6 +361,25 @@ def _drain(hook, node, reason, info, adapter, config, log) -> bool:
     return True
 
 
+def _hold_swapped(hook, node, state, config, log) -> int:
+    """A swapped part: the node takes no job until requalify passes it,
+    whatever its checks say now (a new GPU needs the slow checks and a burn-in)."""
+    from . import hwid
+    from .slurm import SlurmError, get_adapter
+
+    reason = hwid.swap_reason(state.swap)
+    adapter = get_adapter(config)
+    try:
+        info = {n.name: n for n in adapter.node_info(node)}.get(node)
+    except SlurmError as exc:
+        log.error("%s %s: cannot read node state from Slurm: %s", hook, node, exc)
+        return 1 if hook == "prolog" else 0
+    if info is not None and info.drained and info.reason == reason:
+        return 1 if hook == "prolog" else 0
+    drained = _drain(hook, node, reason, info, adapter, config, log)
+    return 1 if hook == "prolog" and drained else 0
+
+
 def _enforce(hook, node, drain, info, adapter, config, log) -> int:
     """Apply again a drain the hook made while the ladder's reboot was
     completing (Slurm undid it when the node registered); the prolog of a
@@ -366,6 +409,11 @@ def _enforce(hook, node, drain, info, adapter, config, log) -> int:
     _event(config, node, "drain", f"{drain['reason']} (again after the reboot)", hook, log)
     _set_drain(config, node, kept, log)
     return fail_rc
+
+
+def _requalifying(config, node: str) -> bool:
+    """A requalify of this node is running (its marker: requalify.py)."""
+    return os.path.exists(os.path.join(config["hooks"]["state_dir"], "requalify", f"{node}.json"))
 
 
 def _record_action(config, node: str, entry: dict, log) -> None:

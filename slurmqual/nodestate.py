@@ -248,3 +248,31 @@ def record_action(state_dir: str, node: str, entry: dict, now: float | None = No
         st.remediation.append(entry)
 
     return update(state_dir, node, change)
+
+
+def record_hardware(state_dir: str, node: str, parts: dict[str, dict], now: float | None = None
+                    ) -> tuple[NodeState, list[dict]]:
+    """Compare the node's hardware identity with the kept one (hwid.py) and
+    keep the new one; a swap (a part with another serial) is remembered in
+    `swap` until requalify clears it. Returns the state and this run's swaps."""
+    from . import hwid
+
+    now = time.time() if now is None else now
+    found: list[dict] = []
+
+    def change(st: NodeState) -> None:
+        found.extend(hwid.changes(st.hardware, parts) if st.hardware else [])
+        if found:
+            earlier = (st.swap or {}).get("changes", [])
+            st.swap = {"time": now, "changes": earlier + found}
+        st.hardware = hwid.merge(st.hardware, parts)
+
+    return update(state_dir, node, change), found
+
+
+def clear_swap(state_dir: str, node: str) -> NodeState:
+    """Requalify passed the node: its swap is settled."""
+    def change(st: NodeState) -> None:
+        st.swap = None
+
+    return update(state_dir, node, change)

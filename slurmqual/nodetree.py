@@ -233,6 +233,10 @@ def build_spec(spec: NodeSpec, dest: str) -> str:
         os.makedirs(f"{root}/sys/devices/system/node/node{n}", exist_ok=True)
     os.makedirs(f"{root}/sys/class/infiniband", exist_ok=True)
     os.makedirs(f"{root}/sys/class/net", exist_ok=True)
+    # The board's identity as the kernel shows it (hwid.py reads these).
+    for name, value in (("board_serial", "OM23BS012345"), ("chassis_serial", "C8150LK23A0042"),
+                        ("product_serial", "S411A23B0042")):
+        _write(f"{root}/sys/class/dmi/id/{name}", value)
 
     gpu_infos = []
     for i in range(max(spec.gpus, spec.nics)):
@@ -703,6 +707,22 @@ def _record_atomic(root: str, argv: list[str], stdout: str, rc: int = 0) -> None
     elif os.path.exists(rc_file):
         os.unlink(rc_file)
     _replace(f"{root}{RECORDED_DIR}/{name}.out", stdout if stdout.endswith("\n") else stdout + "\n")
+
+
+def set_gpu_serial(root: str, index: int, serial: str, uuid: str | None = None) -> None:
+    """Re-record `nvidia-smi -q -x` with GPU `index` carrying another serial
+    (and UUID): what a GPU swap looks like to the hooks (hwid.py)."""
+    import re
+
+    path = f"{root}{RECORDED_DIR}/nvidia-smi_-q_-x.out"
+    with open(path, encoding="utf-8") as fh:
+        parts = re.split(r"(?=<gpu id=)", fh.read())
+    block = parts[index + 1]
+    block = re.sub(r"<serial>[^<]*</serial>", f"<serial>{serial}</serial>", block, count=1)
+    if uuid:
+        block = re.sub(r"<uuid>[^<]*</uuid>", f"<uuid>{uuid}</uuid>", block, count=1)
+    parts[index + 1] = block
+    _record_atomic(root, ["nvidia-smi", "-q", "-x"], "".join(parts))
 
 
 def reboot(root: str) -> str:

@@ -203,6 +203,15 @@ class Requalify:
                 self.out(f"WARNING: {n}: could not drain ({reason}): {exc}")
         self._event_all("requalify", f"{self.id} did not finish: {why}", todo)
 
+    def _settle_swap(self, node: str) -> None:
+        """A swapped part (hwid.py) is settled once its node passes."""
+        from .nodestate import StateError, clear_swap
+
+        try:
+            clear_swap(self.state_dir, node)
+        except (OSError, ValueError, StateError) as exc:
+            self.out(f"WARNING: {node}: could not clear its swap record: {exc}")
+
     def _drain(self, node: str, reason: str) -> None:
         """A verdict's drain, through the shared ownership rules."""
         from .policy import may_drain
@@ -390,6 +399,7 @@ class Requalify:
                 note = f"; own previous baseline {prev:.1f}" if prev else ""
                 summary[n] = {"result": "pass", "score": v["score"], "previous_baseline": prev}
                 self.decided[n] = "pass"
+                self._settle_swap(n)
                 self._event_all("requalify", f"{self.id} pass, score {v['score']}", [n])
                 self.out(f"{n}: PASS, score {v['score']:.1f} GB/s{note}; new baseline recorded, back in service")
             elif n in analysis.get("drain", []):

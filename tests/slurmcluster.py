@@ -568,6 +568,9 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
                 time.sleep(0.1)
             if _alive(pid):
                 _kill(pid, signal.SIGKILL)
+        # slurmctld compares boot times in whole seconds with the reboot request's:
+        # a slurmd back within the same second looks booted before it (no reboot seen).
+        time.sleep(2)
         tree_reboot(self.tree(node))
         if self.on_reboot is not None:
             self.on_reboot(node)

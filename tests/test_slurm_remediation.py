@@ -5,12 +5,14 @@ RebootProgram (tests/slurmcluster.py: the node's slurmd restarts with a new
 boot in its tree); the health check slurmd runs at start re-checks the node
 before it registers: all pass, Slurm gives it back; a check still failing
 keeps it drained. Past the cap the same fault drains with the history in the
-reason; a second reboot beyond the fleet limit is held."""
+reason; a second reboot beyond the fleet limit is held. A GPU swap holds
+its node drained and `requalify --swapped` picks it up."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from slurm_fixtures import start_cluster, stop_cluster
 from slurmqual.nodetree import add_kmsg
 from slurmqual.nodetree import reboot as tree_reboot
+from slurmqual.nodetree import set_gpu_serial
 
 pytestmark = pytest.mark.slurm
 
@@ -26,8 +29,8 @@ XID79 = "NVRM: Xid (PCI:0000:18:00): 79, pid=0, name=python, GPU has fallen off 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = start_cluster("remediation", 4, reboot=True,
-                      sq_extra='[checks]\nhealthcheck = ["peermem", "xid"]\n\n'
+    c = start_cluster("remediation", 5, reboot=True,
+                      sq_extra='[checks]\nhealthcheck = ["peermem", "xid", "gpu_state"]\n\n'
                                '[remediation]\nenabled = true\nmax_auto = 1\n'
                                'reboot_guard_min = 1\nreboot_guard_fraction = 0.01\n')
     yield c
@@ -95,7 +98,7 @@ def test_second_reboot_beyond_the_fleet_limit_is_held_then_done(cluster):
     cluster.wait_for(lambda: "n3" in cluster.reboots, 90, "n3 rebooted once n2 was back")
     cluster.wait_for(lambda: in_service(cluster, "n3"), 90, "n3 back and resumed")
     log = open(os.path.join(cluster.log, "slurmqual.log")).read()
-    assert "healthcheck n3: reboot HELD by the fleet reboot guard: 1 nodes rebooting (limit 1 of 4 nodes)" in log
+    assert "healthcheck n3: reboot HELD by the fleet reboot guard: 1 nodes rebooting (limit 1 of 5 nodes)" in log
 
 
 def test_fault_that_survives_the_reboot_keeps_the_node_out(cluster):
@@ -121,3 +124,19 @@ def test_fault_that_survives_the_reboot_keeps_the_node_out(cluster):
     n = node(cluster, "n4")
     assert "DRAIN" in n["state_flags"] and n["reason"].startswith("slurmqual: xid: after 1 reboot in 7d;")
     assert cluster.reboots.count("n4") == 1
+
+
+def test_gpu_serial_change_drains_as_swapped_and_requalify_swapped_picks_it_up(cluster):
+    state = os.path.join(cluster.state_dir, "nodes", "n5.json")
+    cluster.wait_for(lambda: os.path.exists(state) and "gpu:0000:4b:00.0" in json.load(open(state)).get("hardware", {}),
+                     30, "n5's hardware identity recorded by its health check")
+    set_gpu_serial(cluster.tree("n5"), 3, "1652399999999")   # GPU 3 replaced
+    reason = "slurmqual: swap: GPU 3 serial 1652323000003 -> 1652399999999: requalify"
+    cluster.wait_for(lambda: node(cluster, "n5").get("reason") == reason, 30, "n5 drained as swapped")
+    assert "DRAIN" in node(cluster, "n5")["state_flags"]
+    p = subprocess.run([*cluster.slurmqual_argv, "requalify", "--swapped"], env=cluster.env, capture_output=True,
+                       text=True, timeout=120, cwd=cluster.base)
+    # It finds n5; requalifying needs reference nodes from an earlier burn-in (none in this cluster).
+    assert "swapped: n5" in p.stdout and p.returncode == 2, (p.stdout, p.stderr)
+    assert "requalify needs reference nodes from an earlier burn-in" in p.stderr
+    assert node(cluster, "n5").get("reason") == reason   # still held: only a passing requalify gives it back

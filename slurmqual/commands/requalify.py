@@ -10,7 +10,10 @@ import sys
 
 
 def register(p: argparse.ArgumentParser, _name: str) -> None:
-    p.add_argument("hostlist", help="the swapped nodes, e.g. gpu[012,047]")
+    p.add_argument("hostlist", nargs="?", help="the swapped nodes, e.g. gpu[012,047]")
+    p.add_argument("--swapped", action="store_true",
+                   help="every node a hook found with a swapped part (GPU, NIC, board serial); "
+                        "what the slurmqual-requalify-swapped timer runs")
     p.add_argument("--reference", type=int, default=2, help="known-good reference nodes to pair with (default 2)")
     p.add_argument("--no-wait", action="store_true", help="return at once; `slurmqual status` shows pending")
     p.add_argument("--json", action="store_true")
@@ -22,12 +25,21 @@ def main(args: argparse.Namespace) -> int:
     from ..requalify import Cancelled, Requalify, RequalifyError
     from ..slurm import SlurmError, expand, get_adapter
 
+    if bool(args.hostlist) == bool(args.swapped):
+        print("slurmqual: requalify: name the nodes or --swapped (not both)", file=sys.stderr)
+        return 2
     try:
         config = load(args.config)
-        nodes = expand(args.hostlist)
+        nodes = swapped_nodes(config, get_adapter(config)) if args.swapped else expand(args.hostlist)
     except (ConfigError, SlurmError) as exc:
         print(f"slurmqual: {exc}", file=sys.stderr)
         return 2
+    if args.swapped:
+        if not nodes:
+            print("no swapped node waits for requalify")
+            return 0
+        print(f"swapped: {','.join(nodes)}")
+        args.hostlist = ",".join(nodes)
     if args.no_wait:
         log_dir = os.path.join(config["hooks"]["state_dir"], "requalify")
         os.makedirs(log_dir, exist_ok=True)
@@ -49,3 +61,26 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     return 0 if all(r["result"] == "pass" for r in result.values()) else 1
+
+
+def swapped_nodes(config, adapter) -> list[str]:
+    """Nodes whose state says a part was swapped (hwid.py) and that are ours
+    to requalify: in service or drained by slurmqual, never someone else's drain."""
+    from ..nodestate import read_all
+    from ..slurm import reason as reasons
+
+    states, _bad = read_all(config["hooks"]["state_dir"])
+    swapped = sorted(n for n, st in states.items() if st.swap)
+    if not swapped:
+        return []
+    info = {i.name: i for i in adapter.node_info()}
+    out = []
+    for n in swapped:
+        i = info.get(n)
+        if i is None:
+            print(f"{n}: swapped, but unknown to Slurm; skipped")
+        elif i.drained and not reasons.is_ours(i.reason):
+            print(f"{n}: swapped, but drained by someone else ({i.reason!r}); skipped")
+        else:
+            out.append(n)
+    return out
