@@ -149,7 +149,7 @@ def test_reboot_goes_through_the_fleet_reboot_guard(tmp_path, monkeypatch):
 
 def test_rest_adapter_cannot_reboot_and_says_so():
     from slurmqual.slurm.adapter import SlurmError
-    from slurmqual.slurm.rest import RestAdapter
+    from slurmqual.slurm.rest.adapter import RestAdapter
 
     a = RestAdapter("unix:///run/slurmrestd/sock", None, "t")
     a._version = "v0.0.40"
