@@ -102,3 +102,35 @@ def test_analyze_summary_names_the_gpu_below_its_baseline():
     line = [x for x in _summary(a).splitlines() if x.startswith("  n02: GPU 1")]
     assert line == [f"  n02: GPU 1 (serial {e['serial']}) {KEY} {a['below_baseline']['n02']['score']}, "
                     f"more than 10% below its own baseline {e['score']}"]
+
+
+def test_history_ends_with_the_nodes_gpus_and_json_has_every_run(tmp_path):
+    import subprocess
+    import sys
+
+    s = open_store(str(tmp_path / "s.db"))
+    raw = pair_lines() + gpu_lines()
+    s.record_run(RunRecord("r1", 1000.0, NODES), raw, judged(raw))
+    raw = retested(pair_lines() + gpu_lines(slow={("n03", 5): 0.7}), "n03")
+    a = judged(raw)
+    s.record_run(RunRecord("r2", 2000.0, NODES), raw, a)
+    s.close()
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[hooks]\nstate_dir = "{tmp_path}/state"\n[store]\npath = "{tmp_path}/s.db"\n')
+
+    def history(*extra):
+        p = subprocess.run([sys.executable, "-m", "slurmqual", "history", "n03", "--config", str(cfg), *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    rows = json.loads(history("--json"))["gpus"]
+    assert [r["run_id"] for r in rows] == ["r2"] * 8 + ["r1"] * 8
+    first = rows[13]  # GPU 5 in r1: passed, its baseline since (r2's fail does not move it)
+    assert rows[5]["verdict"] == "fail" and first["verdict"] == "pass" and rows[5]["baseline"] == first["score"]
+    e = a["nodes"]["n03"]["gpus"]["5"]["burn"]
+    assert history().splitlines()[-3:] == [
+        "GPUs in run r2:",
+        f"  GPU 5 ({e['serial']}) {KEY}: fail {e['score']} = {e['score'] / e['median']:.0%} of median {e['median']}, "
+        f"baseline {first['score']}",
+        "  7 of 8 GPU results pass"]

@@ -43,10 +43,11 @@ def main(args: argparse.Namespace) -> int:
                   f"{', '.join(bad[:10])}{' ...' if len(bad) > 10 else ''}", file=sys.stderr)
         events = store.node_history(args.node)
         baseline = store.baselines([args.node]).get(args.node)
+        gpus = store.gpu_history(args.node) if hasattr(store, "gpu_history") else []
     finally:
         store.close()
     if args.json:
-        print(json.dumps({"node": args.node, "baseline": baseline, "events": events}))
+        print(json.dumps({"node": args.node, "baseline": baseline, "events": events, "gpus": gpus}))
         return 0
     if not events:
         print(f"{args.node}: no history (never burned in, drained or resumed by slurmqual)")
@@ -55,4 +56,25 @@ def main(args: argparse.Namespace) -> int:
     for e in events:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["time"]))
         print(f"{when}  {e['kind']:<15} {e['detail'] or ''}  {('run ' + e['run_id']) if e['run_id'] else ''}")
+    for line in gpu_lines(gpus):
+        print(line)
     return 0
+
+
+def gpu_lines(gpus: list[dict]) -> list[str]:
+    """The node's GPUs in their latest burn-in (store.gpu_history rows, newest
+    first): every result not passing, then a count of those that pass."""
+    if not gpus:
+        return []
+    latest = [g for g in gpus if g["run_id"] == gpus[0]["run_id"]]
+    out = [f"GPUs in run {gpus[0]['run_id']}:"]
+    for g in latest:
+        if g["verdict"] != "pass":
+            rel = f" = {g['score'] / g['median']:.0%} of median {g['median']}" if g["score"] is not None and g["median"] \
+                else ""
+            base = f", baseline {g['baseline']}" if g["baseline"] is not None else ""
+            out.append(f"  GPU {g['gpu']} ({g['serial'] or g['pci'] or 'no serial'}) {g['key']}: {g['verdict']} "
+                       f"{g['score']}{rel}{base}")
+    passed = sum(1 for g in latest if g["verdict"] == "pass")
+    out.append(f"  {passed} of {len(latest)} GPU results pass")
+    return out
