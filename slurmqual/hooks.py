@@ -412,8 +412,10 @@ def _enforce(hook, node, drain, info, adapter, config, log) -> int:
 
 
 def _requalifying(config, node: str) -> bool:
-    """A requalify of this node is running (its marker: requalify.py)."""
-    return os.path.exists(os.path.join(config["hooks"]["state_dir"], "requalify", f"{node}.json"))
+    """A requalify of this node is running (its marker: nodestate.mark_requalify)."""
+    from .nodestate import requalifying
+
+    return requalifying(config["hooks"]["state_dir"], node)
 
 
 def _record_action(config, node: str, entry: dict, log) -> None:

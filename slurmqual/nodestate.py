@@ -10,6 +10,8 @@ epilog/healthcheck needs no slurmctld call unless we drained the node.
 
 Writers hold an flock on a sidecar lock file (prolog, epilog and healthcheck
 may overlap on one node); readers never lock: the file is replaced atomically.
+Also the requalify markers (`<state_dir>/requalify/<node>.json`, while
+requalify runs on the node; `status` shows it "pending") and its background logs.
 Format (JSON object): node, time, hook, status, checks (list), versions,
 drain ({reason, time, hook} or null), error_since (float or null),
 drain_known (whether `drain` reflects what Slurm said; a new file does not know),
@@ -276,3 +278,50 @@ def clear_swap(state_dir: str, node: str) -> NodeState:
         st.swap = None
 
     return update(state_dir, node, change)
+
+
+# -- requalify markers: `<state_dir>/requalify/<node>.json` while requalify runs on the node ----------
+
+def requalify_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, "requalify")
+
+
+def mark_requalify(state_dir: str, nodes: list[str], run_id: str) -> None:
+    """`status` shows these nodes "pending" until unmark_requalify."""
+    from .atomic import ensure_dir, write_text
+
+    ensure_dir(requalify_dir(state_dir))
+    for n in nodes:
+        path(state_dir, n)  # refuses a name that is not a file name
+        write_text(os.path.join(requalify_dir(state_dir), f"{n}.json"),
+                   json.dumps({"node": n, "id": run_id, "pid": os.getpid(), "time": time.time()}))
+
+
+def unmark_requalify(state_dir: str, nodes: list[str]) -> None:
+    for n in nodes:
+        try:
+            os.unlink(os.path.join(requalify_dir(state_dir), f"{n}.json"))
+        except FileNotFoundError:
+            pass
+
+
+def requalifying(state_dir: str, node: str) -> bool:
+    """Whether requalify runs on the node (inside its own maintenance reservation)."""
+    return os.path.exists(os.path.join(requalify_dir(state_dir), f"{node}.json"))
+
+
+def requalify_pending(state_dir: str) -> set[str]:
+    """Nodes with a requalify marker (names that are not node names are ignored)."""
+    from .names import why_bad
+
+    try:
+        entries = os.listdir(requalify_dir(state_dir))
+    except OSError:
+        return set()
+    return {e[:-5] for e in entries if e.endswith(".json") and why_bad(e[:-5]) is None}
+
+
+def requalify_log(state_dir: str, pid: int):
+    """The log file of a background requalify (opened for appending)."""
+    os.makedirs(requalify_dir(state_dir), exist_ok=True)
+    return open(os.path.join(requalify_dir(state_dir), f"requalify-{pid}.log"), "a")

@@ -75,22 +75,15 @@ class Requalify:
         self.jobs: list[str] = []
 
     # -- markers that make `status` say "pending" ---------------------------
-    def _marker(self, node: str) -> str:
-        return os.path.join(self.state_dir, "requalify", f"{node}.json")
-
     def _mark(self) -> None:
-        from .atomic import ensure_dir, write_text
+        from .nodestate import mark_requalify
 
-        ensure_dir(os.path.join(self.state_dir, "requalify"))
-        for n in self.nodes:
-            write_text(self._marker(n), json.dumps({"node": n, "id": self.id, "pid": os.getpid(), "time": time.time()}))
+        mark_requalify(self.state_dir, self.nodes, self.id)
 
     def _unmark(self) -> None:
-        for n in self.nodes:
-            try:
-                os.unlink(self._marker(n))
-            except FileNotFoundError:
-                pass
+        from .nodestate import unmark_requalify
+
+        unmark_requalify(self.state_dir, self.nodes)
 
     # -- the workflow ----------------------------------------------------------
     def run(self) -> dict:

@@ -124,8 +124,21 @@ def test_history_skips_and_names_a_malformed_event_file(site, how, capsys):
     assert os.path.exists(bad)   # kept for a person to look at
 
 
+def test_status_shows_requalify_markers_and_ignores_stray_files(site, capsys):
+    cfg, state = site
+    nodestate.mark_requalify(state, ["n2"], "r1")
+    with open(os.path.join(nodestate.requalify_dir(state), "n1 n2.json"), "w") as fh:
+        fh.write("{}")
+    assert nodestate.requalify_pending(state) == {"n2"}
+    assert cli.main(["status", "--config", str(cfg), "--json"]) == 0
+    rows = {r["node"]: r for r in json.loads(capsys.readouterr().out)["nodes"]}
+    assert rows["n2"]["qualification"] == "pending" and rows["n1"]["qualification"] != "pending"
+    nodestate.unmark_requalify(state, ["n2"])
+    assert nodestate.requalify_pending(state) == set()
+
+
 def test_only_nodestate_opens_node_state_files():
-    """Nothing else in the package names the nodes/ directory of the state dir."""
+    """Nothing else in the package names the nodes/ or requalify/ directories of the state dir."""
     pkg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurmqual")
     offenders = []
     for d, _, files in os.walk(pkg):
@@ -134,7 +147,7 @@ def test_only_nodestate_opens_node_state_files():
             if not f.endswith(".py") or path.endswith(os.path.join("slurmqual", "nodestate.py")):
                 continue
             for node in ast.walk(ast.parse(open(path).read())):
-                if isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value == "nodes"
+                if isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value in ("nodes", "requalify")
                                                       for a in node.args) and "join" in ast.unparse(node.func):
                     offenders.append(f"{os.path.relpath(path, pkg)}:{node.lineno}")
     assert offenders == []

@@ -41,9 +41,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"swapped: {','.join(nodes)}")
         args.hostlist = ",".join(nodes)
     if args.no_wait:
-        log_dir = os.path.join(config["hooks"]["state_dir"], "requalify")
-        os.makedirs(log_dir, exist_ok=True)
-        log = open(os.path.join(log_dir, f"requalify-{os.getpid()}.log"), "a")
+        from ..nodestate import requalify_log
+
+        log = requalify_log(config["hooks"]["state_dir"], os.getpid())
         argv = [sys.executable, "-P", "-m", "slurmqual", "requalify", args.hostlist, "--reference", str(args.reference)]
         if config.path:
             argv += ["--config", config.path]

@@ -27,15 +27,6 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def pending_nodes(state_dir: str) -> set[str]:
-    import os
-
-    try:
-        return {e[:-5] for e in os.listdir(os.path.join(state_dir, "requalify")) if e.endswith(".json")}
-    except OSError:
-        return set()
-
-
 def gather(slurm_nodes: list, state: dict, pending: set[str], burnin: dict[str, dict],
            notes: dict[str, str] | None = None) -> list[NodeFacts]:
     """Join the three sources into NodeFacts. `slurm_nodes` are adapter NodeInfo
@@ -243,7 +234,7 @@ def main(args: argparse.Namespace) -> int:
     if unreadable:  # their nodes show no hook results; say why rather than hide it
         print(f"slurmqual: unreadable or malformed node state files (ignored, the next hook replaces them): "
               f"{', '.join(unreadable[:10])}{' ...' if len(unreadable) > 10 else ''}", file=sys.stderr)
-    facts = gather(nodes, state, pending_nodes(state_dir), burnin_facts,
+    facts = gather(nodes, state, nodestate.requalify_pending(state_dir), burnin_facts,
                    retest_notes(config, adapter, burnin_facts))
     problems = current(read_all([DEFAULT_STATE_DIR, state_dir], set(names)),
                        {n: st.time for n, st in state.items()})
