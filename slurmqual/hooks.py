@@ -164,7 +164,8 @@ def _run(hook: str, env: dict, config, log) -> int:
 
         config = node_config(config, node, hook=hook, trusted=not state_unsafe, log=log)
     deadline = time.monotonic() + config["hooks"]["deadline_s"]
-    results, ctx = evaluate_with_context(config.node_root(node), config, LEVEL[hook], config.checks_for(hook), deadline)
+    results, ctx = evaluate_with_context(config.node_root(node), config, LEVEL[hook], config.checks_for(hook), deadline,
+                                         node=node)
     state = None
     try:
         if not state_unsafe:

@@ -183,3 +183,44 @@ def is_escalated(reason: str | None) -> bool:
         return False
     rest = reason[len(reasons.PREFIX):].strip().split(":", 1)
     return len(rest) == 2 and bool(_ESCALATED_RE.match(rest[1].strip()))
+
+
+# -- lemon nodes (`status --lemons`) ---------------------------------------------
+
+# Checks whose failure is the hardware's (not a setting, a module or a version).
+HARDWARE_CHECKS = frozenset({"gpu_count", "gpu_memory", "gpu_state", "xid", "nvlink", "dcgm", "pcie_link",
+                             "pcie_aer", "nic_link", "ib_counters", "fabric_manager"})
+_COUNTED_ACTIONS = ("reset", "reboot", "rma")
+
+
+def hardware_faults(events: list[dict]) -> list[dict]:
+    """The events that count for a lemon: the ladder's automatic actions and
+    RMA drains, and hook drains for a hardware check (an escalation is one of
+    those). Each event: {time, kind, detail} as `history` keeps them
+    (detail 'hook: slurmqual: xid: ...')."""
+    out = []
+    for ev in events:
+        kind = ev.get("kind")
+        if kind in _COUNTED_ACTIONS:
+            out.append(ev)
+        elif kind == "drain":
+            reason = str(ev.get("detail") or "").split(": ", 1)[-1]
+            if reasons.check_of(reason) in HARDWARE_CHECKS:
+                out.append(ev)
+    return out
+
+
+def lemons(events_by_node: dict[str, list[dict]], count: int, window_s: float, now: float) -> list[dict]:
+    """Nodes with `count` or more hardware faults within the window, worst first:
+    [{node, faults, kinds: {kind: n}, last, last_detail}]."""
+    out = []
+    for node, events in events_by_node.items():
+        recent = [e for e in hardware_faults(events) if now - float(e.get("time", 0)) <= window_s]
+        if len(recent) >= count:
+            kinds: dict[str, int] = {}
+            for e in recent:
+                kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+            last = max(recent, key=lambda e: float(e["time"]))
+            out.append({"node": node, "faults": len(recent), "kinds": kinds, "last": float(last["time"]),
+                        "last_detail": str(last.get("detail") or "")})
+    return sorted(out, key=lambda r: (-r["faults"], -r["last"], r["node"]))

@@ -23,6 +23,9 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--slurm-state", default=None, metavar="WORD",
                    help="only nodes whose Slurm state has this word, e.g. idle, drain, down, not_responding")
     p.add_argument("--summary", action="store_true", help="counts only (and the hook-drain guard), no table")
+    p.add_argument("--lemons", action="store_true",
+                   help="only nodes with repeated hardware faults (remediation.lemon_count or more hardware "
+                        "drains or automatic repairs within remediation.lemon_window_s)")
     p.add_argument("--config", default=None)
     p.add_argument("--json", action="store_true")
 
@@ -209,6 +212,8 @@ def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if config is None:
         return 2
+    if args.lemons:
+        return lemons_main(config, args)
     try:
         adapter = get_adapter(config)
         nodes = adapter.node_info(args.hostlist)
@@ -256,3 +261,39 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(render(table, counts, guard, args.summary, problems))
     return 1 if store_error else 0
+
+
+def lemons_main(config, args) -> int:
+    """`status --lemons`: from the nodes' events (store and spool); no Slurm call."""
+    from .. import nodestate
+    from ..burnin.store import StoreError, existing
+    from ..remediation import duration, lemons
+    from ..rma import events_of
+
+    state_dir = config["hooks"]["state_dir"]
+    r = config["remediation"]
+    states, _bad = nodestate.read_all(state_dir)
+    from .. import events
+
+    names = set(states) | {str(ev.get("node")) for _p, ev in events.pending(state_dir)}
+    if args.hostlist:
+        from ..slurm import expand
+
+        names &= set(expand(args.hostlist))
+    try:
+        with existing(config["store"]["path"]) as store:
+            by_node = {n: events_of(state_dir, store, n) for n in sorted(names)}
+    except StoreError as exc:
+        print(f"slurmqual: burn-in store unusable: {exc}", file=sys.stderr)
+        return 1
+    found = lemons(by_node, r["lemon_count"], r["lemon_window_s"], time.time())
+    if args.json:
+        print(json.dumps({"lemon_count": r["lemon_count"], "window_s": r["lemon_window_s"], "lemons": found}))
+        return 0
+    print(f"lemons: {len(found)} node(s) with {r['lemon_count']} or more hardware faults within "
+          f"{duration(r['lemon_window_s'])} (`slurmqual rma NODE` writes the evidence bundle)")
+    for row in found:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(row["kinds"].items()))
+        print(f"{row['node']:<16} {row['faults']:>3} faults ({kinds}); last "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(row['last']))}: {row['last_detail'][:90]}")
+    return 0
