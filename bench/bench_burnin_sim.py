@@ -467,6 +467,9 @@ def main() -> int:
               f"{cpu:.2f} s CPU, {wall:.2f} s wall (target < 5 s, aim < 1 s: {'MET' if cpu < 5 else 'MISSED'}; "
               f"{len(a.drain)} drained)")
         ok &= cpu < 5
+        from bench_components_sim import timing as rails_timing  # the per-rail analysis with a topology
+
+        ok &= rails_timing([16384])
     print("slurmqual target (>= 99% right, 0 false drains, < 1 noise-only link/run at 5% noise, <= 4 rounds):",
           "MET" if ok else "MISSED")
     return 0 if ok else 1

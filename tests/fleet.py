@@ -127,3 +127,54 @@ def measure(nodes: list[str], node_factor: dict[str, float] | None = None, link_
 
 def names(n: int) -> list[str]:
     return [f"gpu{i:04d}" for i in range(1, n + 1)]
+
+
+# -- per-rail fabric (ib_write_bw on each NIC; the stand-in tests/fakebin/ib_write_bw's model) ------
+
+RAIL_BASE = 392.0  # Gb/s of a healthy NDR rail
+RAIL_SIZE = 1048576
+
+
+@dataclass
+class RailFabric:
+    """Which switch each NIC hangs off and what is slow, with the semantics
+    of the stand-in ib_write_bw's fabric model (rails, rail_nodes,
+    rail_links, leaf, switches, uplinks): a pair's number on a rail is the
+    product of both ends' NIC and node factors, the route's, and of each
+    switch it goes through (its uplinks too when the ends hang off
+    different leaves)."""
+    rails: list[str]
+    leaf: dict[tuple[str, str], str]                           # (node, nic) -> leaf switch
+    nic: dict[tuple[str, str], float] = field(default_factory=dict)    # one NIC of a node
+    node: dict[str, float] = field(default_factory=dict)       # every NIC of a node
+    link: dict[tuple[frozenset, str], float] = field(default_factory=dict)  # one rail's route between two nodes
+    switches: dict[str, float] = field(default_factory=dict)   # every path through this switch
+    uplinks: dict[str, float] = field(default_factory=dict)    # paths leaving this switch only
+    noise: float = 0.0
+    transient: float = 0.0  # chance that one measurement hits transient congestion (x U(0.45, 0.85))
+    base: float = RAIL_BASE
+
+    def factor(self, a: str, b: str, nic: str) -> float:
+        f = self.nic.get((a, nic), 1.0) * self.nic.get((b, nic), 1.0) * self.node.get(a, 1.0) * self.node.get(b, 1.0)
+        f *= self.link.get((frozenset((a, b)), nic), 1.0)
+        la, lb = self.leaf.get((a, nic)), self.leaf.get((b, nic))
+        for sw in {la, lb} - {None}:
+            f *= self.switches.get(sw, 1.0) * (self.uplinks.get(sw, 1.0) if la != lb else 1.0)
+        return f
+
+
+def run_rails(rounds_: list[list[list[tuple[str, str]]]], fabric: RailFabric, seed: int = 0) -> list[Measurement]:
+    """What the per-rail step measures: every rail of every pair of each
+    task's rounds (`rounds_[task][round]`), with noise and transients."""
+    rng = random.Random(seed)
+    out: list[Measurement] = []
+    for task, task_rounds in enumerate(rounds_):
+        for r, rnd in enumerate(task_rounds):
+            for a, b in rnd:
+                for nic in fabric.rails:
+                    v = fabric.base * fabric.factor(a, b, nic) * (1 + fabric.noise * rng.gauss(0, 1))
+                    if fabric.transient and rng.random() < fabric.transient:
+                        v *= rng.uniform(0.45, 0.85)
+                    out.append(Measurement((a, b), max(v, 0.0), RAIL_SIZE, "ib_write_bw", task=task, round=r + 1,
+                                           rail=nic))
+    return out

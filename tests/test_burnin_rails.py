@@ -186,3 +186,40 @@ def test_exit_codes_guard_wins_over_switch():
     assert exit_code({"guard_tripped": True, "suspect_switches": ["x"]}) == EXIT_GUARD == 3
     assert exit_code({"suspect_switches": ["x"]}) == EXIT_SWITCH == 4
     assert exit_code({"suspect_switches": []}) == 0
+
+
+# -- at fleet scale, from the simulated rail fabric (tests/fleet.py RailFabric) ------------
+
+def rail_fleet(n: int, **model):
+    """n nodes, rail-optimised (each rail its own leaf per 32 nodes), measured
+    per rail over the switch-aware plan; returns (nodes, topology, measurements)."""
+    from fleet import RailFabric, names, run_rails
+    from slurmqual.burnin.plan import groups
+    from slurmqual.burnin.topology import Topology, switch_of
+
+    rails = [f"mlx5_{i}" for i in range(8)]
+    nodes = names(n)
+    leaf = {(x, r): f"su{i // 32}-r{j}" for i, x in enumerate(nodes) for j, r in enumerate(rails)}
+    topo = Topology("sim", rail_switch=dict(leaf))
+    sw = switch_of(topo)
+    plan = [rounds(g, 3, sw) for g in groups(nodes, 16, sw)]
+    return nodes, topo, run_rails(plan, RailFabric(rails, leaf, **model), seed=3), plan
+
+
+def test_transient_congestion_names_no_cables_but_a_dead_one_still_shows():
+    nodes, topo, ms, plan = rail_fleet(512, noise=0.02, transient=0.04)
+    quiet = analyze(ms, nodes, topology=topo)
+    assert quiet.drain == [] and quiet.suspect_switches == []
+    assert quiet.suspect_links == []  # ~30 transient hits per rail: none is a cable to replace
+    a_, b_ = plan[5][2][0]
+    _n, _t, ms, _p = rail_fleet(512, noise=0.02, transient=0.04, link={(frozenset((a_, b_)), "mlx5_4"): 0.3})
+    a = analyze(ms, nodes, topology=topo)
+    assert a.suspect_links == [sorted([a_, b_]) + ["mlx5_4"]] and a.drain == []  # below every hit: a cable
+
+
+def test_several_slow_leaves_are_each_named_once():
+    nodes, topo, ms, _plan = rail_fleet(1024, noise=0.02, switches={"su3-r2": 0.8, "su7-r5": 0.75, "su20-r0": 0.8})
+    a = analyze(ms, nodes, topology=topo)
+    assert a.suspect_switches == ["su20-r0", "su3-r2", "su7-r5"] and a.drain == [] and not a.guard_tripped
+    assert sorted(f["switch"] for f in a.switch_findings) == a.suspect_switches
+    assert all(f["kind"] == "switch" and f["nodes"] == 32 for f in a.switch_findings)

@@ -28,7 +28,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Callable
 
 from .noise import upper_median
-from .pairs import link_values, top_level
+from .pairs import Pair, PairGraph, link_values, top_level
 
 if TYPE_CHECKING:
     from .analyze import Measurement, Params
@@ -52,79 +52,113 @@ class SwitchFinding:
 
 
 def attribute(key: str, ms: list["Measurement"], leaf_of: Callable[[str], str | None],
-              p: "Params") -> tuple[list["Measurement"], list[SwitchFinding]]:
-    """Slow switches of one pair/rail key, and the measurements with their
-    effect divided out (unchanged when none is slow)."""
-    g = link_values(ms)
+              p: "Params", g: PairGraph | None = None) -> tuple[list["Measurement"], list[SwitchFinding], PairGraph]:
+    """Slow switches of one pair/rail key, the measurements with their effect
+    divided out (unchanged when none is slow) and their link graph (for
+    judge_pairs). `g`: link_values(ms) when the caller has it."""
+    g = g if g is not None else link_values(ms)
     leaf = {n: leaf_of(n) for n in g.adj}
     members: dict[str, list[str]] = {}
     for n, s in leaf.items():
         if s is not None:
             members.setdefault(s, []).append(n)
     if len(members) < 2:
-        return ms, []  # one switch (or none known) is the whole fleet: nothing to compare it with
-    within: dict[str, list] = {s: [] for s in members}
-    leaving: dict[str, list] = {s: [] for s in members}
-    for pair in g.value:
-        sa, sb = leaf[pair[0]], leaf[pair[1]]
-        if sa is not None and sa == sb:
-            within[sa].append(pair)
-        else:
-            for s in (sa, sb):
-                if s is not None:
-                    leaving[s].append(pair)
-    value = dict(g.value)
+        return ms, [], g  # one switch (or none known) is the whole fleet: nothing to compare it with
     # The level healthy paths run at (nodes' best pairs near the top): a slow
     # switch's pairs pull the plain median down, this does not move.
     level = top_level(g, set(), p.threshold)
     if not level:
-        return ms, []
-    cut = p.threshold
+        return ms, [], g
+    search = _Search(g, leaf, members, level, p.threshold)
     findings: list[SwitchFinding] = []
-    done: set[str] = set()
-    half = len(g.adj) / 2
-    while True:
-        ratio = {pair: v / level for pair, v in value.items()}
-        score = {n: upper_median([ratio[(n, q) if n < q else (q, n)] for q, _v in partners])
-                 for n, partners in g.adj.items()}
-        best: tuple[int, float, str, str, list] | None = None  # (-slow pairs explained, factor, ...)
-        for s, ns in members.items():
-            if s in done or len(ns) < MIN_NODES or len(ns) > half:
-                continue
-            inside = [ratio[x] for x in within[s]]
-            out = [ratio[x] for x in leaving[s]]
-            touching = inside + out
-            slow_nodes = sum(1 for n in ns if score[n] < cut)
-            if touching and slow_nodes >= max(MIN_NODES, MOST * len(ns)):
-                f = median(touching)
-                cand = (-sum(1 for r in touching if r < cut), f, s, "switch", within[s] + leaving[s])
-                if f < cut and (best is None or cand[:2] < best[:2]):
-                    best = cand
-                    continue
-            if len(out) >= MIN_NODES and (not inside or median(inside) >= cut):
-                # Pairs leaving it are slow whichever switch they go to (two at
-                # least): one slow neighbour switch would explain them otherwise.
-                slow_out = [x for x in leaving[s] if ratio[x] < cut]
-                ends = {n for x in slow_out for n in x if leaf[n] == s}
-                others = {leaf[n] for x in slow_out for n in x if leaf[n] != s}
-                f = median(out)
-                cand = (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving[s])
-                if f < cut and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES and len(others) >= 2 \
-                        and (best is None or cand[:2] < best[:2]):
-                    best = cand
-        if best is None:
-            break
-        _n, f, s, kind, pairs = best
-        for x in pairs:
-            value[x] /= f
-        done.add(s)
+    while (best := search.best()) is not None:
+        f, s, kind, pairs = best
+        search.divide(s, pairs, f)
         findings.append(SwitchFinding(s, key, kind, f, len(members[s]), len(pairs)))
     if not findings:
-        return ms, []
+        return ms, [], g
+    value = search.value
     out_ms = []
     for m in ms:
         a, b = m.nodes
         pair = (a, b) if a < b else (b, a)
         f = value[pair] / g.value[pair] if g.value.get(pair) else 1.0
         out_ms.append(replace(m, busbw=m.busbw * f) if f != 1.0 else m)
-    return out_ms, findings
+    return out_ms, findings, link_values(out_ms)
+
+
+class _Search:
+    """The slowest switch left, one at a time. Each switch's candidate
+    (switch or uplinks) is kept and re-judged only when a finding changed
+    its pairs or its nodes' scores: a finding touches its own switch and
+    the switches its pairs lead to, not the fleet (16k nodes x 8 rails and
+    dozens of findings stay linear)."""
+
+    def __init__(self, g: PairGraph, leaf: dict[str, str | None], members: dict[str, list[str]],
+                 level: float, cut: float):
+        self.g, self.leaf, self.members, self.cut = g, leaf, members, cut
+        self.within: dict[str, list[Pair]] = {s: [] for s in members}
+        self.leaving: dict[str, list[Pair]] = {s: [] for s in members}
+        for pair in g.value:
+            sa, sb = leaf[pair[0]], leaf[pair[1]]
+            if sa is not None and sa == sb:
+                self.within[sa].append(pair)
+            else:
+                for s in (sa, sb):
+                    if s is not None:
+                        self.leaving[s].append(pair)
+        self.value = dict(g.value)
+        self.ratio = {pair: v / level for pair, v in g.value.items()}
+        self.score = {n: self._score(n) for n in g.adj}
+        self.half = len(g.adj) / 2
+        self.done: set[str] = set()
+        self.cand = {s: self._candidate(s) for s in members}
+
+    def _score(self, n: str) -> float:
+        ratio = self.ratio
+        return upper_median([ratio[(n, q) if n < q else (q, n)] for q, _v in self.g.adj[n]])
+
+    def best(self) -> tuple[float, str, str, list[Pair]] | None:
+        live = [c for s, c in self.cand.items() if c is not None and s not in self.done]
+        if not live:
+            return None
+        _n, f, s, kind, pairs = min(live, key=lambda c: c[:3])
+        return f, s, kind, pairs
+
+    def divide(self, s: str, pairs: list[Pair], f: float) -> None:
+        """Take switch `s`'s effect out of its pairs; re-judge what they touch."""
+        self.done.add(s)
+        nodes = {n for x in pairs for n in x}
+        for x in pairs:
+            self.value[x] /= f
+            self.ratio[x] /= f
+        for n in nodes:
+            self.score[n] = self._score(n)
+        for sw in {self.leaf[n] for n in nodes} - {None} - self.done:
+            self.cand[sw] = self._candidate(sw)
+
+    def _candidate(self, s: str) -> tuple | None:
+        """(-slow pairs explained, factor, switch, kind, pairs) or None."""
+        ns, cut, ratio = self.members[s], self.cut, self.ratio
+        if len(ns) < MIN_NODES or len(ns) > self.half:
+            return None
+        within, leaving = self.within[s], self.leaving[s]
+        inside = [ratio[x] for x in within]
+        out = [ratio[x] for x in leaving]
+        touching = inside + out
+        slow_nodes = sum(1 for n in ns if self.score[n] < cut)
+        if touching and slow_nodes >= max(MIN_NODES, MOST * len(ns)):
+            f = median(touching)
+            if f < cut:
+                return (-sum(1 for r in touching if r < cut), f, s, "switch", within + leaving)
+        if len(out) >= MIN_NODES and (not inside or median(inside) >= cut):
+            # Pairs leaving it are slow whichever switch they go to (two at
+            # least): one slow neighbour switch would explain them otherwise.
+            leaf = self.leaf
+            slow_out = [x for x in leaving if ratio[x] < cut]
+            ends = {n for x in slow_out for n in x if leaf[n] == s}
+            others = {leaf[n] for x in slow_out for n in x if leaf[n] != s}
+            f = median(out)
+            if f < cut and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES and len(others) >= 2:
+                return (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving)
+        return None

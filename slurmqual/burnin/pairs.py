@@ -19,6 +19,7 @@ Stages, each a plain function or small class:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ Pair = tuple[str, str]
 # drain is held this many times below alpha: the model is itself estimated.
 MODEL_SAFETY = 10
 MIN_HITS = 3  # clearly low healthy pairs before the fleet is said to have transient hits
+DESCRIBED_HITS = 12  # ... before their spread (and how low they go) is taken from them
 
 
 @dataclass
@@ -61,15 +63,32 @@ class PairGraph:
     value: dict[Pair, float]
     adj: dict[str, list[tuple[str, float]]]
     best: dict[str, float]  # each node's best pair
+    # Each node's level over all its partners, per noise scale asked for
+    # (most nodes have no convicted partner: a conviction pass and the
+    # scores after it share these instead of estimating 16k levels again).
+    _levels: dict[float | None, dict[str, float]] = field(default_factory=dict, repr=False)
+
+    def levels(self, sigma: float | None) -> dict[str, float]:
+        if sigma not in self._levels:
+            if len(self._levels) > 4:
+                self._levels.clear()
+            self._levels[sigma] = {n: level_estimate([v for _q, v in pairs], sigma) for n, pairs in self.adj.items()}
+        return self._levels[sigma]
 
 
 def link_values(ms: Iterable["Measurement"]) -> PairGraph:
     repeats: dict[Pair, list[float]] = {}
+    get = repeats.get
     for m in ms:
         a, b = m.nodes
         if a == b:
             continue
-        repeats.setdefault((a, b) if a < b else (b, a), []).append(m.busbw)
+        pair = (a, b) if a < b else (b, a)
+        seen = get(pair)
+        if seen is None:
+            repeats[pair] = [m.busbw]
+        else:
+            seen.append(m.busbw)
     value = {pair: (vs[0] if len(vs) == 1 else median(vs)) for pair, vs in repeats.items()}
     adj: dict[str, list[tuple[str, float]]] = {}
     for (a, b), v in value.items():
@@ -80,10 +99,13 @@ def link_values(ms: Iterable["Measurement"]) -> PairGraph:
 
 
 def node_scores(g: PairGraph, convicted: set[str], sigma: float | None = None) -> dict[str, float | None]:
-    """Level estimate over partners not convicted (a convict keeps all its pairs)."""
-    out: dict[str, float | None] = {}
-    for n, pairs in g.adj.items():
-        vals = [v for q, v in pairs if q not in convicted] if n not in convicted else [v for _q, v in pairs]
+    """Level estimate over partners not convicted (a convict keeps all its pairs).
+    Only the convicts' partners are estimated afresh: linear in the pairs
+    once per noise scale, then in the convicts' pairs."""
+    out: dict[str, float | None] = dict(g.levels(sigma))
+    adj = g.adj
+    for n in {q for c in convicted for q, _v in adj.get(c, ())} - convicted:
+        vals = [v for q, v in adj[n] if q not in convicted]
         out[n] = level_estimate(vals, sigma) if vals else None
     return out
 
@@ -134,11 +156,30 @@ class Transients:
             return float(self.nodes)
         return self.nodes * math.comb(k, low) * self.rate ** low * self.agreement(low, width)
 
+    @property
+    def described(self) -> bool:
+        """Enough hits seen to say how low they go: a dozen low pairs between
+        healthy nodes are congestion, not a dozen bad cables (a few are
+        either, and are named as links)."""
+        return len(self.ratios) >= DESCRIBED_HITS
+
+    def below(self, ratio: float, slack: float) -> float:
+        """Share of the fleet's *other* hits at or below `ratio` (of the
+        healthy level) + `slack` (the lowest of a few dozen hits is not the
+        lowest a hit goes): a pair's own value, itself counted as a hit when
+        both its ends look healthy, does not explain it."""
+        r = self.ratios
+        if not r:
+            return 0.0
+        i = bisect.bisect_left(r, ratio)
+        own = 1 if i < len(r) and r[i] == ratio else 0
+        return (bisect.bisect_right(r, ratio + slack) - own) / len(r)
+
     def agreement(self, m: int, width: float) -> float:
         """Chance that m hits land within `width` of each other (their spread
         in the fleet's observed hits); 1 while too few hits were seen to say."""
         r = self.ratios
-        if m <= 1 or len(r) < 12:
+        if m <= 1 or not self.described:
             return 1.0
         # Fraction of windows: for each observed hit as the lowest, the share
         # of hits within `width` above it, to the power m - 1 (hits are
@@ -371,9 +412,13 @@ def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params",
     return convicted, score, fleet, judge
 
 
-def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float) -> list[list[str]]:
+def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float,
+                  hits: Transients | None = None, level: float = 0.0) -> list[list[str]]:
     """Links clearly below the line (margin for one value, or fewer sds for a
-    repeated one), between two nodes that are each fine with another partner."""
+    repeated one), between two nodes that are each fine with another partner,
+    and not what the fleet's transient hits explain: where healthy pairs come
+    out this low by chance somewhere in the fleet (`hits`), one low value is
+    no cable to replace (at 4% transients, a thousand of them per rail)."""
     links = []
     z_link = one_sided_z(alpha, len(g.value))
     for (a, b), v in g.value.items():
@@ -381,6 +426,9 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             continue
         r = len(g.repeats[(a, b)])
         if v >= line * (1 - z_link * sigma / math.sqrt(r)):
+            continue
+        if hits is not None and hits.described and level and \
+                hits.below(v / level, 4 * sigma) * hits.rate ** r * len(g.value) >= alpha / MODEL_SAFETY:
             continue
         fine_a = any(q != b and q not in convicted and w >= line for q, w in g.adj[a])
         fine_b = any(q != a and q not in convicted and w >= line for q, w in g.adj[b])
@@ -390,10 +438,11 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
 
 
 def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
-                trusted: frozenset[str] = frozenset()) -> KeyResult:
+                trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None) -> KeyResult:
     """`level`: the fleet median to judge against when this run is not a fleet
-    (a requalify: a few swapped nodes and their `trusted` reference nodes)."""
-    g = link_values(ms)
+    (a requalify: a few swapped nodes and their `trusted` reference nodes).
+    `graph`: `link_values(ms)` when the caller has it already."""
+    g = graph if graph is not None else link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
     if level:
@@ -435,7 +484,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
         else:
             verdicts[n] = "pass"
     leaning = retest_leaning(g, verdicts, convicted, judge)
-    links = suspect_links(g, convicted, line, sigma, p.alpha)
+    links = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet)
     info = {"pairs": len(g.value), "measured": len(ms),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,

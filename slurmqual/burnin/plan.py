@@ -187,15 +187,22 @@ def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
         for i, s in enumerate(suspects):
             switches = {switch_of.get(q) for q in seen[s]} - {None}
             start = (i + r * len(suspects)) % len(good)
-            ranked = sorted(range(len(good)), key=lambda k: (good[(start + k) % len(good)] in seen[s],
-                                                             switch_of.get(good[(start + k) % len(good)]) in switches,
-                                                             k))
-            for k in ranked:
+            # The first free good node from `start` on, by rank (not met,
+            # under a new switch); a scan that stops at the first of rank
+            # (False, False), not a sort of the whole fleet per suspect.
+            first: dict[tuple[bool, bool], str] = {}
+            for k in range(len(good)):
                 g = good[(start + k) % len(good)]
-                if g not in used and g != s:
-                    used.add(g)
-                    seen[s].add(g)
-                    pairs.append((s, g))
+                if g in used or g == s:
+                    continue
+                rank = (g in seen[s], switch_of.get(g) in switches)
+                first.setdefault(rank, g)
+                if rank == (False, False):
                     break
+            if first:
+                g = first[min(first)]
+                used.add(g)
+                seen[s].add(g)
+                pairs.append((s, g))
         out.append(pairs)
     return out

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Which part to replace (issue #16): the node, one NIC rail, one cable or
+one leaf switch, on simulated fabrics (tests/fleet.py RailFabric: the
+stand-in ib_write_bw's model) measured per rail (8 NICs) over the plan the
+job array runs (switch-aware groups and rounds, plan.py), with up to
+MAX_RETEST_ROUNDS automatic retest submissions as the analysis job submits
+them (burnin/retest.py plan_round: new partners under new switches).
+
+Fabrics: *rail-optimised* (each rail has its own leaf per scalable unit of
+32 nodes: leaf su<k>-r<rail>) and *per-node leaves* (all 8 NICs of a node on
+one leaf of 8 nodes).
+
+Families, each reported separately:
+- nic: one NIC of eight at half rate on 1% of nodes;
+- cable: a bad cable on one rail (one node pair's rail at 0.4-0.6);
+- leaf slow: one leaf switch 20% slow (per-node leaves);
+- uplinks: a leaf whose uplinks are degraded (0.6-0.8: only pairs leaving it);
+- rail leaf: one rail's leaf slow for a whole scalable unit (0.7-0.82);
+- route: a slow route on one rail between two good NICs under different leaves (0.65-0.78);
+- combo: slow nodes (0.5-0.85, every NIC) with a slow rail leaf and bad NICs;
+- transient: heavy-tailed noise (transient congestion on 4% of measurements) with bad NICs and a slow leaf;
+- borderline: NICs and nodes just below the line (0.85-0.87).
+
+Ground truth comes from the fabric model and the plan, decided before the
+analysis runs (`truth()`), with the noise the model was given:
+- a slow NIC (node factor times NIC factor below 1) must fail its node and be
+  named in failed_nics when the evidence clears the noise: at least two
+  partners on that rail, one of them healthy with a clean path (no slow
+  switch, uplink or route on the way), and its factor even +3 sd below the
+  drain margin the fleet size requires; a NIC more than 2 sd below the line
+  never lets its node pass;
+- a node whose NICs are all healthy is never drained (behind a slow switch or
+  not): a false drain;
+- a slow switch (every path, or its uplinks) whose factor even +3 sd is below
+  the line must be in suspect_switches; a switch named that is not slow is wrong;
+- a slow route/cable on a rail between two nodes fine elsewhere on that rail,
+  clearly below the line (one value's margin over the rail's pairs, +3 sd),
+  must be in suspect_links as [a, b, nic];
+- retests at most max(2, 5% of tested), after at most 2 follow-up rounds.
+
+Usage: python3 bench/bench_components_sim.py [--seeds N] [--sizes 512,4096] [--seed-base N] [--family F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
+
+from fleet import RailFabric, names, run_rails  # noqa: E402
+from slurmqual.burnin.analyze import Measurement, Params, analyze  # noqa: E402
+from slurmqual.burnin.plan import groups, rounds  # noqa: E402
+from slurmqual.burnin.retest import plan_round  # noqa: E402
+from slurmqual.burnin.topology import Topology, switch_of  # noqa: E402
+
+THRESHOLD, ROUNDS, GROUP = 0.9, 3, 16
+RAILS = [f"mlx5_{i}" for i in range(8)]
+SU, LEAF = 32, 8  # nodes per scalable unit (rail-optimised) / per leaf (per-node leaves)
+RETEST_BUDGET = 0.05
+MAX_RETEST_ROUNDS = 2
+P = Params()
+NORMAL = statistics.NormalDist()
+
+
+@dataclass
+class Scenario:
+    name: str
+    family: str
+    fabric: str = "rail"         # "rail" (rail-optimised) or "leaf" (per-node leaves)
+    noise: float = 0.02
+    transient: float = 0.0
+    nics: float = 0.0            # fraction of nodes with one slow NIC
+    nic_level: tuple[float, float] = (0.5, 0.5)
+    slow_nodes: float = 0.0      # fraction of nodes slow on every NIC
+    node_level: tuple[float, float] = (0.5, 0.85)
+    cables: int = 0              # pairs with one slow rail (cable), same or different leaves
+    routes: int = 0              # pairs under different leaves with one slow rail (route)
+    slow_leaf: tuple[float, float] | None = None      # one leaf (every rail of its nodes / one rail in one SU)
+    uplinks: tuple[float, float] | None = None        # one leaf's uplinks
+
+
+SCENARIOS = [
+    Scenario("one NIC of 8 at half rate on 1% of nodes", "nic", nics=0.01),
+    Scenario("one NIC at half rate on 1%, per-node leaves", "nic", fabric="leaf", nics=0.01),
+    Scenario("1 bad cable on one rail", "cable", cables=1),
+    Scenario("3 bad cables on one rail each, noise 3%", "cable", cables=3, noise=0.03),
+    Scenario("leaf switch 20% slow", "leaf slow", fabric="leaf", slow_leaf=(0.8, 0.8)),
+    Scenario("leaf switch 20% slow + NIC faults", "leaf slow", fabric="leaf", slow_leaf=(0.8, 0.8), nics=0.01),
+    Scenario("leaf uplinks degraded", "uplinks", fabric="leaf", uplinks=(0.6, 0.8)),
+    Scenario("rail leaf uplinks degraded (rail-optimised)", "uplinks", uplinks=(0.6, 0.8)),
+    Scenario("one rail's leaf slow for a scalable unit", "rail leaf", slow_leaf=(0.7, 0.82)),
+    Scenario("rail leaf slow + NIC faults, noise 3%", "rail leaf", slow_leaf=(0.7, 0.82), nics=0.01, noise=0.03),
+    Scenario("slow route on one rail between good NICs", "route", routes=1),
+    Scenario("2 slow routes, noise 3%", "route", routes=2, noise=0.03),
+    Scenario("slow nodes 2% + rail leaf slow + NIC faults", "combo", slow_nodes=0.02, slow_leaf=(0.7, 0.82),
+             nics=0.01),
+    Scenario("slow nodes 2% + slow leaf + cable", "combo", fabric="leaf", slow_nodes=0.02, slow_leaf=(0.8, 0.8),
+             cables=1),
+    Scenario("transient 4% + NIC faults", "transient", transient=0.04, nics=0.01),
+    Scenario("transient 4% + rail leaf slow + slow nodes 1%", "transient", transient=0.04, slow_leaf=(0.7, 0.82),
+             slow_nodes=0.01),
+    Scenario("NICs at 0.85-0.87 on 2%", "borderline", nics=0.02, nic_level=(0.85, 0.87)),
+    Scenario("nodes at 0.85-0.87 on 2%, noise 3%", "borderline", slow_nodes=0.02, node_level=(0.85, 0.87),
+             noise=0.03),
+]
+
+
+def layout(nodes: list[str], kind: str) -> tuple[dict[tuple[str, str], str], Topology]:
+    """(node, nic) -> leaf, and the topology the analysis is given (a fabric map)."""
+    if kind == "rail":
+        leaf = {(n, r): f"su{i // SU}-r{j}" for i, n in enumerate(nodes) for j, r in enumerate(RAILS)}
+        return leaf, Topology("sim", rail_switch=dict(leaf))
+    leaf = {(n, r): f"leaf{i // LEAF}" for i, n in enumerate(nodes) for r in RAILS}
+    return leaf, Topology("sim", node_switch={n: f"leaf{i // LEAF}" for i, n in enumerate(nodes)})
+
+
+def plan_of(nodes: list[str], topo: Topology) -> list[list[list[tuple[str, str]]]]:
+    """What the job array runs: switch-aware groups and rounds (runner.submission)."""
+    sw = switch_of(topo)
+    return [rounds(g, ROUNDS, sw) for g in groups(nodes, GROUP, sw)]
+
+
+def build(sc: Scenario, n: int, seed: int):
+    rng = random.Random(seed * 7919 + n)
+    nodes = names(n)
+    leaf, topo = layout(nodes, sc.fabric)
+    plan = plan_of(nodes, topo)
+    f = RailFabric(RAILS, leaf, noise=sc.noise, transient=sc.transient)
+    leaves = sorted(set(leaf.values()))
+    if sc.slow_leaf:
+        f.switches[rng.choice(leaves)] = rng.uniform(*sc.slow_leaf)
+    if sc.uplinks:
+        f.uplinks[rng.choice([s for s in leaves if s not in f.switches])] = rng.uniform(*sc.uplinks)
+    for x in rng.sample(nodes, max(1, round(sc.slow_nodes * n))) if sc.slow_nodes else []:
+        f.node[x] = rng.uniform(*sc.node_level)
+    for x in rng.sample(nodes, max(1, round(sc.nics * n))) if sc.nics else []:
+        f.nic[(x, rng.choice(RAILS))] = rng.uniform(*sc.nic_level)
+    pairs = [p for task in plan for rnd in task for p in rnd]
+    clean = [p for p in pairs if not set(p) & (set(f.node) | {x for x, _r in f.nic})]
+    used: set[str] = set()
+    for count, across, level in ((sc.cables, None, (0.4, 0.6)), (sc.routes, True, (0.65, 0.78))):
+        chosen = 0
+        for a, b in rng.sample(clean, len(clean)):
+            if chosen == count:
+                break
+            nic = rng.choice(RAILS)
+            if {a, b} & used or (across and leaf[(a, nic)] == leaf[(b, nic)]) \
+                    or f.switches.get(leaf[(a, nic)]) or f.switches.get(leaf[(b, nic)]):
+                continue
+            f.link[(frozenset((a, b)), nic)] = rng.uniform(*level)
+            used |= {a, b}
+            chosen += 1
+    return nodes, topo, plan, f
+
+
+@dataclass
+class Truth:
+    must_nic: set[tuple[str, str]]   # (node, nic) that must fail and be named
+    must_fail: set[str]
+    never_pass: set[str]
+    healthy: set[str]
+    switches: set[str]               # slow switches (any)
+    must_switch: set[str]            # clearly slow: must be named
+    links: set[tuple]                # (frozenset pair, nic) slow routes (any)
+    must_link: set[tuple]
+    budget: int
+
+
+def truth(nodes: list[str], plan, f: RailFabric, sc: Scenario) -> Truth:
+    """What a right answer is, from the fabric model and the plan alone."""
+    sigma = max(sc.noise, P.noise_floor)
+    partners: dict[str, set[str]] = {x: set() for x in nodes}
+    for task in plan:
+        for rnd in task:
+            for a, b in rnd:
+                partners[a].add(b)
+                partners[b].add(a)
+
+    def net(x: str, nic: str) -> float:
+        return f.node.get(x, 1.0) * f.nic.get((x, nic), 1.0)
+
+    def path(a: str, b: str, nic: str) -> float:
+        """The pair's factor without its ends' NICs: switches, uplinks, route."""
+        return f.factor(a, b, nic) / (net(a, nic) * net(b, nic))
+
+    def fine_elsewhere(q: str, x: str, nic: str) -> bool:
+        return any(net(r, nic) == 1.0 and path(q, r, nic) == 1.0 for r in partners[q] if r != x)
+
+    tested = sum(1 for x in nodes if partners[x])
+    z_fleet = NORMAL.inv_cdf(1 - P.alpha / max(tested, 1))
+    must_nic, never_pass = set(), set()
+    for x in nodes:
+        for nic in f.rails:
+            v = net(x, nic)
+            if v == 1.0 or not partners[x]:
+                continue
+            good = [q for q in partners[x] if net(q, nic) == 1.0 and path(x, q, nic) == 1.0
+                    and fine_elsewhere(q, x, nic)]
+            m = len(good) // 2 + 1
+            sd = sigma / math.sqrt(m)
+            if len(partners[x]) >= 2 and good and v * (1 + 3 * sd) < THRESHOLD * (1 - z_fleet * sd):
+                must_nic.add((x, nic))
+            if v < THRESHOLD - 2 * sigma:
+                never_pass.add(x)
+    healthy = {x for x in nodes if all(net(x, nic) == 1.0 for nic in f.rails)}
+    slow_sw = set(f.switches) | set(f.uplinks)
+    must_switch = {s for s, v in {**f.switches, **f.uplinks}.items() if v * (1 + 3 * sigma) < THRESHOLD}
+    n_pairs = sum(len(p) for p in partners.values()) // 2
+    z_link = NORMAL.inv_cdf(1 - P.alpha / max(n_pairs, 1))
+    must_link = set()
+    for (pair, nic), v in f.link.items():
+        a, b = sorted(pair)
+        if net(a, nic) == net(b, nic) == 1.0 and b in partners[a] and fine_elsewhere(a, b, nic) \
+                and fine_elsewhere(b, a, nic) and v * (1 + 3 * sigma) < THRESHOLD * (1 - z_link * sigma):
+            must_link.add((pair, nic))
+    return Truth(must_nic, {x for x, _nic in must_nic}, never_pass, healthy, slow_sw, must_switch,
+                 set(f.link), must_link, max(2, int(RETEST_BUDGET * tested)))
+
+
+def slurmqual(nodes, topo, plan, f: RailFabric, seed: int):
+    """The analysis, then up to MAX_RETEST_ROUNDS automatic retest rounds
+    planned as the analysis job plans them, measured on the same fabric."""
+    ms = run_rails(plan, f, seed)
+    a = analyze(ms, nodes, topology=topo)
+    extra = 0
+    sw = switch_of(topo)
+    while a.retest_plan and extra < MAX_RETEST_ROUNDS and not a.guard_tripped:
+        extra += 1
+        nxt = plan_round(a, [{"nodes": list(m.nodes)} for m in ms], set(), sw)
+        if not nxt:
+            break
+        more = run_rails([[[tuple(p) for p in rnd] for rnd in nxt]], f, seed * 31 + extra)
+        ms = ms + [Measurement(m.nodes, m.busbw, m.size, m.test, task=10_000 * extra, round=m.round, rail=m.rail)
+                   for m in more]
+        a = analyze(ms, nodes, topology=topo)
+    return a, extra
+
+
+def judge(t: Truth, a, extra: int) -> dict:
+    drained = set(a.drain)
+    named = {(x, nic) for x, v in a.nodes.items() for nic in v.get("failed_nics", [])}
+    verdict = {x: v["verdict"] for x, v in a.nodes.items()}
+    false = drained & t.healthy
+    switches = set(a.suspect_switches)
+    links = {(frozenset(link[:2]), link[2]) for link in a.suspect_links if len(link) == 3}
+    retests = sum(1 for v in verdict.values() if v == "retest")
+    why = []
+    if false:
+        why.append(f"false drains {sorted(false)}")
+    if a.guard_tripped:
+        why.append("guard tripped")
+    if not t.must_fail <= drained:
+        why.append(f"missed {sorted(t.must_fail - drained)}")
+    if not t.must_nic <= named:
+        why.append(f"NIC not named {sorted(t.must_nic - named)}")
+    if any(verdict.get(x) == "pass" for x in t.never_pass):
+        why.append(f"passed {sorted(x for x in t.never_pass if verdict.get(x) == 'pass')}")
+    if not t.must_switch <= switches:
+        why.append(f"switch not named {sorted(t.must_switch - switches)}")
+    if switches - t.switches:
+        why.append(f"healthy switch named {sorted(switches - t.switches)}")
+    if not t.must_link <= links:
+        why.append(f"link not named {[(sorted(p), nic) for p, nic in t.must_link - links]}")
+    if retests > t.budget:
+        why.append(f"{retests} retests > budget {t.budget}")
+    return {"right": not why, "why": why, "false": len(false), "nic_truth": len(t.must_nic),
+            "nic_found": len(t.must_nic & named), "sw_truth": len(t.must_switch),
+            "sw_found": len(t.must_switch & switches), "link_truth": len(t.must_link),
+            "link_found": len(t.must_link & links), "noise_links": len(links - t.links),
+            "retests": retests / t.budget, "extra": extra}
+
+
+def timing(sizes: list[int]) -> bool:
+    """analyze() of N nodes x 8 rails with a topology, from JSON dicts (what burnin analyze reads)."""
+    ok = True
+    for n in sizes:
+        nodes = names(n)
+        leaf, topo = layout(nodes, "rail")
+        rng = random.Random(n)
+        f = RailFabric(RAILS, leaf, noise=0.02, switches={"su3-r2": 0.8},
+                       nic={(x, rng.choice(RAILS)): 0.5 for x in rng.sample(nodes, n // 100)})
+        raw = [m.to_dict() for m in run_rails(plan_of(nodes, topo), f, seed=1)]
+        wall = cpu = math.inf
+        for _ in range(3):
+            t0, c0 = time.perf_counter(), time.process_time()
+            a = analyze([Measurement.from_dict(d) for d in raw], nodes, topology=topo)
+            wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+        met = cpu < 5 if n >= 16384 else True
+        ok &= met
+        print(f"analysis of {n:,} nodes x 8 rails with a topology ({len(raw):,} measurements, from JSON dicts): "
+              f"{cpu:.2f} s CPU, {wall:.2f} s wall{' (target < 5 s: ' + ('MET' if met else 'MISSED') + ')' if n >= 16384 else ''}; "
+              f"{len(a.drain)} drained, switches {a.suspect_switches}")
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=4, help="seeds per scenario at 512 nodes (1 per 8 at 4,096)")
+    ap.add_argument("--seed-base", type=int, default=None, help="first seed (default: fresh, printed)")
+    ap.add_argument("--sizes", default="512,4096")
+    ap.add_argument("--family", default=None)
+    ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--timing-only", action="store_true")
+    args = ap.parse_args()
+    if args.timing_only:
+        return 0 if timing([4096, 16384]) else 1
+    seed_base = args.seed_base if args.seed_base is not None else random.SystemRandom().randrange(1, 10**6)
+    print(f"seed base {seed_base} (--seed-base {seed_base} repeats this run)")
+    sizes = [int(x) for x in args.sizes.split(",")]
+    fams: dict[str, dict] = {}
+    wrong = []
+    start = time.perf_counter()
+    for n in sizes:
+        seeds = max(1, args.seeds * 512 // n)
+        for sc in (s for s in SCENARIOS if args.family in (None, s.family)):
+            fam = fams.setdefault(sc.family, {"runs": 0, "right": 0, "false": 0, "nic_truth": 0, "nic_found": 0,
+                                              "sw_truth": 0, "sw_found": 0, "link_truth": 0, "link_found": 0,
+                                              "noise_links": 0, "retests": 0.0, "extra": 0})
+            for i in range(seeds):
+                seed = seed_base + i
+                nodes, topo, plan, f = build(sc, n, seed)
+                t = truth(nodes, plan, f, sc)  # decided before the analysis runs
+                r = judge(t, *slurmqual(nodes, topo, plan, f, seed))
+                fam["runs"] += 1
+                for k in ("right", "false", "nic_truth", "nic_found", "sw_truth", "sw_found", "link_truth",
+                          "link_found", "noise_links"):
+                    fam[k] += r[k]
+                fam["retests"] = max(fam["retests"], r["retests"])
+                fam["extra"] = max(fam["extra"], r["extra"])
+                if not r["right"]:
+                    wrong.append(f"{n} nodes, {sc.name}, seed {seed}: {'; '.join(r['why'])}")
+        print(f"  ... {n} nodes done ({time.perf_counter() - start:.0f} s)", flush=True)
+    print(f"\nper family (sizes {args.sizes}; after at most {MAX_RETEST_ROUNDS} automatic retest rounds; targets: "
+          ">= 99% right, 0 false drains, NIC named >= 95%, switch named >= 95%, retests <= budget, <= 2 follow-ups)")
+    print(f"{'family':<12} {'runs':>5} {'right':>7} {'false drains':>13} {'NIC named':>10} {'switch named':>13} "
+          f"{'link named':>11} {'noise links':>12} {'retests/budget':>15} {'follow-ups':>11}")
+    ok = True
+    for name, fam in fams.items():
+        right = fam["right"] / fam["runs"]
+        nic = fam["nic_found"] / fam["nic_truth"] if fam["nic_truth"] else None
+        sw = fam["sw_found"] / fam["sw_truth"] if fam["sw_truth"] else None
+        link = fam["link_found"] / fam["link_truth"] if fam["link_truth"] else None
+        met = right >= 0.99 and fam["false"] == 0 and (nic is None or nic >= 0.95) and (sw is None or sw >= 0.95) \
+            and fam["retests"] <= 1 and fam["extra"] <= MAX_RETEST_ROUNDS
+        ok &= met
+        pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+        print(f"{name:<12} {fam['runs']:>5} {right:>7.1%} {fam['false']:>13} {pct(nic):>10} {pct(sw):>13} "
+              f"{pct(link):>11} {fam['noise_links']:>12} {fam['retests']:>15.2f} {fam['extra']:>11}  "
+              f"{'MET' if met else 'MISSED'}")
+    for line in wrong[:20]:
+        print("  wrong:", line)
+    if not args.no_timing:
+        ok &= timing([4096, 16384])
+    print("target (every family >= 99% right, 0 false drains, NIC/switch named >= 95%, retests within budget, "
+          "<= 2 follow-ups; 16,384 x 8 rails < 5 s):", "MET" if ok else "MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
