@@ -107,6 +107,7 @@ class FsRoot:
         self.root = os.path.abspath(root)
         self._links: dict[str, str | None] = {}
         self._dirs: dict[str, str] = {}
+        self._via_link: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"FsRoot({self.root!r})"
@@ -122,7 +123,13 @@ class FsRoot:
             return self._resolve(path)
         if self._readlink(self._host(node)) is None:
             return node
-        return self._resolve(node)
+        # A symlink (/sys/bus/pci/devices/<bdf>, /sys/class/net/<if>): its
+        # resolution is remembered like the readlink it comes from, so reading
+        # a device's files and asking for its realpath walk it once.
+        resolved = self._via_link.get(node)
+        if resolved is None:
+            resolved = self._via_link[node] = self._resolve(node)
+        return resolved
 
     def _in_parent(self, path: str) -> str | None:
         """path with its directory resolved (remembered) and its last component
@@ -139,28 +146,28 @@ class FsRoot:
         return base.rstrip("/") + "/" + name
 
     def _resolve(self, path: str) -> str:
-        parts = [p for p in path.split("/") if p]
-        done: list[str] = []
+        todo = [p for p in reversed(path.split("/")) if p]   # next component last
+        done = ""                                            # node path resolved so far ("" is /)
         links = 0
-        while parts:
-            name = parts.pop(0)
-            if name in ("", "."):
+        while todo:
+            name = todo.pop()
+            if name == ".":
                 continue
             if name == "..":
-                if done:
-                    done.pop()
+                done = done[:done.rfind("/")]
                 continue
-            target = self._readlink(self._host("/" + "/".join(done + [name])))
+            candidate = done + "/" + name
+            target = self._readlink(self._host(candidate))
             if target is None:
-                done.append(name)
+                done = candidate
                 continue
             links += 1
             if links > _MAX_LINKS:
                 raise FsError(path, "too many levels of symbolic links")
             if target.startswith("/"):
-                done = []
-            parts = [p for p in target.split("/") if p] + parts
-        return "/" + "/".join(done)
+                done = ""
+            todo += [p for p in reversed(target.split("/")) if p]
+        return done or "/"
 
     def _readlink(self, host: str) -> str | None:
         """readlink, remembered for the life of this FsRoot (one check run):

@@ -79,7 +79,7 @@ def run(hook: str, env: dict | None = None) -> int:
     os.environ["SLURMQUAL_HOOK"] = hook  # visible to the Slurm CLI calls we make (audit logs)
     config = None
     log = None
-    import signal
+    signal = _signal_module()
 
     try:
         from .config import ConfigError, load
@@ -132,18 +132,28 @@ class HookDeadline(Exception):
     pass
 
 
+def _signal_module():
+    """signal's C core: signal.signal/alarm/SIGALRM without signal.py, whose
+    enum conversions cost the prolog ~0.5 ms before every job."""
+    try:
+        import _signal as signal
+    except ImportError:  # not CPython
+        import signal
+    return signal
+
+
 def _arm_deadline(hooks_cfg: dict) -> None:
     """Last line of defence: checks and Slurm calls have their own timeouts, but
     whatever happens the hook ends (as an internal error: no drain) soon after
     its deadline instead of hanging slurmd."""
-    import math
-    import signal
+    signal = _signal_module()
 
     def expired(_sig, _frame):
         raise HookDeadline(f"hook exceeded its deadline of {hooks_cfg['deadline_s']:g}s")
 
     signal.signal(signal.SIGALRM, expired)
-    signal.alarm(max(1, math.ceil(hooks_cfg["deadline_s"] + hooks_cfg["command_timeout_s"])))
+    seconds = hooks_cfg["deadline_s"] + hooks_cfg["command_timeout_s"]
+    signal.alarm(max(1, int(-(-seconds // 1))))  # ceil without importing math (a shared library load)
 
 
 def _run(hook: str, env: dict, config, log) -> int:

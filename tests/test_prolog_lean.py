@@ -13,7 +13,8 @@ from slurmqual.nodetree import build, remove_module
 
 # Each one cost the prolog milliseconds before every job, and none is needed by a pass.
 NOT_ON_A_PASS = ("pydantic", "requests", "tomllib", "logging", "dataclasses", "traceback", "secrets",
-                 "slurmqual.slurm", "slurmqual.hints", "slurmqual.config_schema")
+                 "slurmqual.slurm", "slurmqual.hints", "slurmqual.config_schema",
+                 "typing", "runpy", "signal")
 
 PROBE = ("import sys; from slurmqual.hooks import run; rc = run('prolog'); "
          "print(rc, ' '.join(sorted(m for m in sys.modules if m in {names!r} or m.startswith('slurmqual.checks.'))))")
