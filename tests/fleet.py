@@ -92,10 +92,15 @@ def follow_up(plan: list[list[list[str]]], fabric: Fabric, seed: int, first_roun
               tests: tuple[str, ...] = ("all_reduce",)) -> list[Measurement]:
     """What an automatic retest submission measures: the analysis' retest
     plan (rounds of [suspect, proven-good] pairs) on the same fabric, with
-    the same noise, transients and failures as `run`."""
+    the same noise, transients and failures as `run`, each node's intra
+    test included."""
     pairs = [tuple(p) for rnd in plan for p in rnd]
-    return run([], Fabric(**{**fabric.__dict__, "repeat": pairs}), seed=seed, n_rounds=first_round - 1,
-               tests=tests, intra=False)
+    nodes = list(dict.fromkeys(n for p in pairs for n in p))
+    # A retest task runs each node's intra-node test first, as every task does.
+    intra = [m for m in run(nodes, Fabric(**{**fabric.__dict__, "dead_tasks": {}}), seed=seed + 1, n_rounds=0,
+                            group_size=max(len(nodes), 1), tests=tests) if len(m.nodes) == 1]
+    return intra + run([], Fabric(**{**fabric.__dict__, "repeat": pairs}), seed=seed, n_rounds=first_round - 1,
+                       tests=tests, intra=False)
 
 
 def run_pairs(rounds_: list[list[tuple[str, str]]], fabric: Fabric, seed: int = 0,

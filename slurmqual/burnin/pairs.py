@@ -497,9 +497,9 @@ def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],
                    c: Conviction) -> dict[str, tuple[float | None, str]]:
     """For each `retest`: how far its level estimate is from the line in
     sds of that estimate (None: only convicted or suspect partners,
-    nothing decides it), and the verdict that estimate gives: fail when below the line and
-    consistent with one slow level, else pass. Contradicting evidence (a
-    healthy pair among slow ones) is the most ambiguous: 0."""
+    nothing decides it), and the verdict that estimate gives: fail when below
+    the line and consistent with one slow level, untested when below it
+    within the noise (the most ambiguous: 0), pass above it."""
     out: dict[str, tuple[float | None, str]] = {}
     for n, v in verdicts.items():
         if v != "retest":
@@ -513,12 +513,16 @@ def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],
         m = len(kept(vals, c.sigma))
         sd = c.line * c.sigma / math.sqrt(m)
         # Decided against the line only when, by the fleet's alpha margin,
-        # it cannot be a healthy node either (noise too wide to decide: pass).
+        # it cannot be a healthy node either. Below the line but within the
+        # noise it is not decided either way (untested, never a pass: it may
+        # be slow); above it (with its clean partners), pass.
         if est < min(c.line, c.healthy_floor(m)) and c.consistent(vals, est) \
                 and not c.hit_by_transients(vals, est):
             out[n] = (round((c.line - est) / sd, 3), "fail")
+        elif est < c.line:
+            out[n] = (0.0, "untested")
         else:
-            out[n] = (0.0 if est < c.line else round((est - c.line) / sd, 3), "pass")
+            out[n] = (round((est - c.line) / sd, 3), "pass")
     return out
 
 

@@ -1,6 +1,6 @@
 """What one task job runs: per node an intra-node test, then rounds of pairs
 (concurrently within a round), optionally one run over the whole group; a
-retest round's task runs its pairs only. Each
+retest round's task runs its intra-node tests and pairs. Each
 test's raw log is kept; one result file per task is written atomically.
 
 Building a command (`test_argv`) is separate from running it and from judging
@@ -278,8 +278,10 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
         if any(n in wanted for n in nodes):
             add(run_gpu_retests(cfg, wanted, nodes, log_dir, stage))
     for test in cfg["tests"]:
-        if not stage:
-            add(run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task))
+        # A retest round runs the intra-node test again too: one intra run
+        # never convicts a node (a straggler could put it there), two do.
+        batch = run_batch(cfg, test, [[n] for n in nodes], log_dir, "intra", task)
+        add([dict(m, retest=stage) for m in batch] if stage else batch)
         for r, pairs in enumerate(planned_rounds(run_dir, nodes, cfg["rounds"], task_id)):
             batch = run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}", task, r)
             add([dict(m, retest=stage) for m in batch] if stage else batch)
