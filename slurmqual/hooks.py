@@ -233,8 +233,11 @@ def _record_hardware(hook, node, state, ctx, config, log):
     from . import hwid
     from .nodestate import record_hardware
 
+    parts = hwid.identity(ctx)
+    if hwid.merge(state.hardware, parts) == state.hardware:
+        return state   # nothing new: no second write (and fsync) after every job's epilog
     try:
-        state, found = record_hardware(config["hooks"]["state_dir"], node, hwid.identity(ctx))
+        state, found = record_hardware(config["hooks"]["state_dir"], node, parts)
     except (OSError, ValueError) as exc:
         log.warning("could not record the hardware identity of %s: %s", node, exc)
         return state
@@ -301,8 +304,15 @@ def _on_failure(hook, node, failed, info, adapter, config, log, state=None, ctx=
     fail_rc = 1 if hook == "prolog" else 0
     reason = drain_reason(failed)
     if config["remediation"]["enabled"]:
-        from . import remediation
+        from . import policy, remediation
 
+        boot = _boot_id(ctx)
+        last = state.remediation[-1] if state is not None and state.remediation else {}
+        if policy.ladder_rebooting(info) and last.get("action") == "reboot" and last.get("boot_id") == boot:
+            # Slurm has not rebooted the node yet (newer slurmctld send the reboot a while later).
+            log.info("%s %s: failing (%s); the reboot asked at %s is still to come", hook, node, reason,
+                     time.strftime("%H:%M:%S", time.localtime(float(last["time"]))))
+            return fail_rc
         plan = remediation.plan(failed, state.remediation if state is not None else [], config["remediation"],
                                 time.time())
         if plan.action == "none":
@@ -310,7 +320,7 @@ def _on_failure(hook, node, failed, info, adapter, config, log, state=None, ctx=
             _event(config, node, "warn", reason, hook, log)
             return 0
         if plan.action == "reboot":
-            done = _reboot(hook, node, plan, info, adapter, config, log)
+            done = _reboot(hook, node, plan, info, adapter, config, log, boot)
             if done:
                 return fail_rc
         elif plan.action == "reset":
@@ -438,7 +448,19 @@ def _record_action(config, node: str, entry: dict, log) -> None:
         log.warning("could not record remediation for %s: %s", node, exc)
 
 
-def _reboot(hook, node, plan, info, adapter, config, log) -> bool:
+def _boot_id(ctx) -> str | None:
+    """The node's boot id (tells a reboot that happened from one still to come)."""
+    if ctx is None:
+        return None
+    from .probe.kmsg import boot_id
+
+    try:
+        return boot_id(ctx.fs) or None
+    except Exception:  # noqa: BLE001 - no boot id: the ladder only waits less
+        return None
+
+
+def _reboot(hook, node, plan, info, adapter, config, log, boot: str | None = None) -> bool:
     """`scontrol reboot ASAP nextstate=RESUME` with the ladder's reason, if the
     ownership rules and the fleet reboot guard allow; False: not rebooted
     (the caller drains with the check's own reason instead)."""
@@ -470,7 +492,8 @@ def _reboot(hook, node, plan, info, adapter, config, log) -> bool:
         guard.release(node)
         return False
     _set_drain(config, node, {"reason": plan.reason, "time": time.time(), "hook": hook}, log, error_since=None)
-    _record_action(config, node, {"action": "reboot", "check": plan.check, "detail": plan.detail, "hook": hook}, log)
+    _record_action(config, node, {"action": "reboot", "check": plan.check, "detail": plan.detail, "hook": hook,
+                                  "boot_id": boot}, log)
     log.warning("%s %s: reboot requested: %s", hook, node, plan.reason)
     _event(config, node, "reboot", plan.reason, hook, log)
     return True

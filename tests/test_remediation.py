@@ -155,3 +155,49 @@ def test_rest_adapter_cannot_reboot_and_says_so():
     a._version = "v0.0.40"
     with pytest.raises(SlurmError, match="needs scontrol on this host: slurmrestd v0.0.40 cannot reboot nodes"):
         a.reboot(["n1"], "slurmqual: reboot: xid: x")
+
+
+def _show(tmp_path, state: str, reason: str) -> None:
+    """Make the stub scontrol show the node in this state (test_hooks_unit's stub)."""
+    path = tmp_path / "bin" / "scontrol"
+    line = f"NodeName=n1 Arch=x86_64 State={state} Weight=1 Reason={reason} [root@2026-11-22T10:00:00]"
+    text = path.read_text().splitlines()
+    path.write_text("\n".join([*text[:2], f'if [ "$1" = show ]; then echo "{line}"; fi']) + "\n")
+
+
+def test_a_reboot_still_to_come_is_waited_for_and_a_fault_after_it_escalates(tmp_path, monkeypatch):
+    """Newer slurmctld send an idle node's reboot a while after `scontrol reboot ASAP`:
+    the checks still fail on the same boot, and the hook waits; after the reboot
+    (a new boot id) the same fault is past the cap (max_auto = 1) and drains."""
+    from slurmqual.nodetree import reboot as tree_reboot
+
+    xid79 = "NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus."
+    root, cfg, log = setup(tmp_path, extra='[checks]\nhealthcheck = ["xid"]\n[remediation]\nenabled = true\n'
+                                           'max_auto = 1\n')
+    add_kmsg(root, xid79, 86300)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    reboot_reason = "slurmqual: reboot: xid: Xid 79 on GPU 0000:18:00 (1x"
+    assert [c for c in calls(log) if c.startswith("reboot")] == [f"reboot ASAP nextstate=RESUME reason={reboot_reason} n1"]
+    _show(tmp_path, "IDLE+DRAIN+REBOOT_REQUESTED", reboot_reason)
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log)[n:] if not c.startswith("show")] == []   # waits: same boot
+    tree_reboot(root)
+    add_kmsg(root, xid79, 86300)                      # the fault survived the reboot
+    _show(tmp_path, "DOWN+DRAIN+REBOOT_ISSUED", reboot_reason)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log)[n:] if c.startswith("update")] == [
+        "update nodename=n1 state=drain reason=slurmqual: xid: after 1 reboot in 7d; Xid 79 on GPU 0000:18:00 (1x"]
+    state = json.loads((tmp_path / "state/nodes/n1.json").read_text())
+    assert [h["action"] for h in state["remediation"]] == ["reboot", "escalate"]
+    assert state["drain"]["enforce"] is True          # applied again once Slurm has resumed it
+    # Slurm gave the node back as it registered (it clears drains when a reboot completes):
+    # the next job's prolog, whose fast checks pass, drains it again and fails (the job is requeued).
+    _show(tmp_path, "IDLE", "")
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "prolog") == 1
+    assert [c for c in calls(log)[n:] if c.startswith("update")] == [
+        "update nodename=n1 state=drain reason=slurmqual: xid: after 1 reboot in 7d; Xid 79 on GPU 0000:18:00 (1x"]
+    assert "enforce" not in json.loads((tmp_path / "state/nodes/n1.json").read_text())["drain"]
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "prolog") == 0 and calls(log)[n:] == []   # done: the hot path again
