@@ -8,11 +8,17 @@ import shlex
 from .layout import CACHE_DIR, CONFIG_PATH, DEFAULT_PREFIX, HOOKS, SAFE_PATH
 
 
+def hook_code(hook: str) -> str:
+    """The Python the wrapper runs (python -I -c): the hook's console-script function."""
+    if hook not in HOOKS:  # it becomes Python code in the wrapper
+        raise ValueError(f"unknown hook {hook!r}, expected one of {', '.join(HOOKS)}")
+    return f"import sys; from slurmqual.hookscripts import {hook}; sys.exit({hook}())"
+
+
 def wrapper_text(hook: str, python: str, config: str = CONFIG_PATH, cache_dir: str = CACHE_DIR) -> str:
     from .. import __version__
 
-    if hook not in HOOKS:  # it becomes Python code in the wrapper
-        raise ValueError(f"unknown hook {hook!r}, expected one of {', '.join(HOOKS)}")
+    code = hook_code(hook)
     py = shlex.quote(python)
     exports = ""
     if config != CONFIG_PATH:
@@ -33,7 +39,7 @@ if [ ! -x "$PY" ]; then
     echo "slurmqual-{hook}: python $PY is missing: reinstall slurmqual there, then run slurmqual install" >&2
     exit 0
 fi
-exec "$PY" -I -c 'import sys; from slurmqual.hookscripts import {hook}; sys.exit({hook}())'
+exec "$PY" -I -c '{code}'
 """
 
 
