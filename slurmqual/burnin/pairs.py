@@ -36,6 +36,7 @@ Pair = tuple[str, str]
 # spread; an estimate the margin left undecided), its chance of a false
 # drain is held this many times below alpha: the model is itself estimated.
 MODEL_SAFETY = 10
+LUCKY_ODDS = 10  # a healthy pair among hits: healthy node vs intermittently slow one
 MIN_HITS = 3  # clearly low healthy pairs before the fleet is said to have transient hits
 DESCRIBED_HITS = 12  # ... before their spread (and how low they go) is taken from them
 
@@ -294,7 +295,12 @@ class Conviction:
         low = [v for v in vals if v < self.line]
         level = self.line / self.threshold
         width = max((max(low) - min(low)) / level if low else 0.0, self.sigma)
-        return self.hits.chance(len(low), len(vals), width) >= self.alpha / MODEL_SAFETY
+        # A pair clearly above the node's level is what a healthy node hit
+        # on its other pairs shows; a slow node shows it only when its
+        # slowness comes and goes: held to be ten times rarer.
+        lucky = max(vals) > s * (1 + 4.5 * self.sigma * math.sqrt(2))
+        limit = self.alpha / MODEL_SAFETY / (LUCKY_ODDS if lucky else 1)
+        return self.hits.chance(len(low), len(vals), width) >= limit
 
     def suspect(self, q: str) -> bool:
         """Below the line with every partner: its pairs may be its own fault
