@@ -62,6 +62,12 @@ def is_hook_reason(reason: str | None) -> bool:
     return reasons.check_of(reason) in check_names()
 
 
+def precise_drain(info) -> bool:
+    """Drained by slurmqual with a check's own reason (not an admin's
+    `slurmqual: admin: ...`): a later actor (requalify) keeps that reason."""
+    return info is not None and info.drained and reasons.check_of(info.reason) not in (None, "admin")
+
+
 def drained_for(reason: str | None) -> str | None:
     """The check a slurmqual drain is for ('xid' for 'slurmqual: reboot: xid: ...')."""
     from . import remediation

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .slurm.reason import is_ours
+
 QUALIFIED, FAILED, PENDING, STALE, UNKNOWN, DOWN = "qualified", "failed", "pending", "stale", "unknown", "down"
 STATES = (QUALIFIED, FAILED, PENDING, STALE, UNKNOWN, DOWN)
 # Slurm says the node cannot run jobs at all: whatever its last burn-in said, it is not qualified now.
@@ -34,7 +36,7 @@ class NodeFacts:
 
 def drained_by_us(f: NodeFacts) -> bool:
     draining = "DRAIN" in (x.upper() for x in f.slurm_flags) or f.slurm_state.lower().startswith("drain")
-    return draining and f.reason.startswith("slurmqual:")
+    return draining and is_ours(f.reason)
 
 
 def slurm_down(f: NodeFacts) -> bool:

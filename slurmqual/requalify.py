@@ -170,7 +170,7 @@ class Requalify:
     def _drain_undecided(self, why: str) -> None:
         """Every exit that is not a verdict ends with the node drained
         `slurmqual: requalify: <why>` (unless someone else drained it meanwhile)."""
-        from .policy import may_drain
+        from .policy import may_drain, precise_drain
 
         todo = [n for n in self.nodes if n not in getattr(self, "decided", {})]
         if not todo:
@@ -182,8 +182,7 @@ class Requalify:
             now = {}
         for n in todo:
             cur = now.get(n)
-            if cur is not None and cur.drained and reasons.is_ours(cur.reason) and \
-                    reasons.check_of(cur.reason) != "admin":
+            if precise_drain(cur):
                 continue  # e.g. our prolog refused the node with its precise reason
             decision = may_drain(cur, reason, "requalify")
             if not decision and not decision.noop and cur is not None and cur.drained:
@@ -369,12 +368,14 @@ class Requalify:
         return analysis
 
     def _verdicts(self, analysis: dict, failed_checks: dict[str, str], before: dict[str, float]) -> dict:
+        from .policy import precise_drain
+
         summary = {}
         now = {i.name: i for i in self.adapter.node_info()} if failed_checks else {}
         for n in self.nodes:
             if n in failed_checks:
                 current = now.get(n)
-                if current is not None and current.drained and reasons.check_of(current.reason) not in (None, "admin"):
+                if precise_drain(current):
                     reason = current.reason  # the prolog already drained it with the precise reason
                 else:
                     check, _, detail = failed_checks[n].partition(": ")

@@ -127,3 +127,17 @@ def test_requalify_reservation_is_not_hands_off_for_its_own_nodes():
     # Slurm's own "Prolog error" after a failed prolog: requalify may give the precise reason.
     slurm = node("IDLE+DRAIN", "Prolog error")
     assert policy.may_drain(slurm, CHECK, "requalify") and not policy.may_drain(slurm, CHECK, "hook")
+
+
+def test_precise_drain_is_ours_naming_a_check_never_an_admins():
+    from slurmqual.policy import precise_drain
+    from slurmqual.slurm import NodeInfo, reason as reasons
+
+    def drained(r):
+        return NodeInfo("n1", "idle", ("DRAIN",), r)
+
+    assert precise_drain(drained(reasons.make("peermem", "nvidia_peermem not loaded")))
+    assert not precise_drain(drained(reasons.make("admin", "RMA ticket 42")))
+    assert not precise_drain(drained("bad fan"))
+    assert not precise_drain(NodeInfo("n1", "idle", (), reasons.make("peermem", "x")))
+    assert not precise_drain(None)
