@@ -138,6 +138,11 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
                 per_key.labels(node=node, **_key_labels(key, test)).set(float(kv["score"]) * GB)
         if v.get("gpus"):
             _gpu_gauges(reg, node, v["gpus"])
+        if v.get("failed_nics"):  # the part to replace: one NIC (rail) of the node
+            nic = Gauge("slurmqual_burnin_nic_failed", "1 for each NIC (rail) whose per-rail test failed its node",
+                        ["node", "nic"], registry=reg)
+            for name in v["failed_nics"]:
+                nic.labels(node=node, nic=name).set(1)
         qualified.labels(node=node).set(1 if v.get("verdict") == "pass" else 0)
         when.labels(node=node).set(now)
         paths.append(_write(directory, _file_name("burnin_node", node), reg))
@@ -159,5 +164,33 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
               registry=reg).set(1 if analysis.get("fleet_slowdown") else 0)
         Gauge("slurmqual_burnin_would_drain_nodes", "Nodes the last burn-in judged below the line (drained or held)",
               registry=reg).set(len(analysis.get("would_drain") or []))
+        _component_gauges(reg, analysis)
         paths.append(_write(directory, "slurmqual_burnin.prom", reg))
     return paths
+
+
+def _component_gauges(reg, analysis: dict) -> None:
+    """The parts the last full run named besides nodes (components.suspect_parts):
+    each suspect switch (its paths' factor against the fleet, the nodes behind
+    it) and each suspect link or cable with its rail ('' on a pair key), and
+    their counts (always present, 0 when none: what an alert watches)."""
+    from prometheus_client import Gauge
+
+    from .burnin.components import suspect_parts
+
+    parts = suspect_parts(analysis)
+    Gauge("slurmqual_burnin_suspect_switches", "Switches the last burn-in found slow (none of their nodes drained)",
+          registry=reg).set(len(parts["switches"]))
+    Gauge("slurmqual_burnin_suspect_links", "Links/cables the last burn-in found slow between two good nodes",
+          registry=reg).set(len(parts["links"]))
+    sw = Gauge("slurmqual_burnin_suspect_switch", "Suspect switch of the last burn-in: its slow paths' bandwidth / "
+               "the fleet's (kind: switch = every path, uplinks = paths leaving it)", ["switch", "kind"], registry=reg)
+    behind = Gauge("slurmqual_burnin_suspect_switch_nodes", "Measured nodes behind a suspect switch",
+                   ["switch", "kind"], registry=reg)
+    for s in parts["switches"]:
+        sw.labels(switch=s["switch"], kind=s["kind"]).set(float(s["factor"]))
+        behind.labels(switch=s["switch"], kind=s["kind"]).set(len(s["nodes"]))
+    link = Gauge("slurmqual_burnin_suspect_link", "1 for each suspect link or cable of the last burn-in "
+                 "(rail: the NIC, '' for the route between two nodes)", ["a", "b", "rail"], registry=reg)
+    for x in parts["links"]:
+        link.labels(a=x["a"], b=x["b"], rail=x["rail"] or "").set(1)

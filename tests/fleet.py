@@ -183,3 +183,19 @@ def run_rails(rounds_: list[list[list[tuple[str, str]]]], fabric: RailFabric, se
                     out.append(Measurement((a, b), max(v, 0.0), RAIL_SIZE, "ib_write_bw", task=task, round=r + 1,
                                            rail=nic))
     return out
+
+
+def rail_fleet(n: int, su: int = 32, **model):
+    """n nodes in a rail-optimised fabric (each of 8 rails has its own leaf
+    per `su` nodes: su<k>-r<rail>), measured per rail over the switch-aware
+    plan the job array runs; `model`: RailFabric's fields. Returns (nodes,
+    topology, measurements, plan: per task its rounds)."""
+    from slurmqual.burnin.topology import Topology, switch_of
+
+    rails = [f"mlx5_{i}" for i in range(8)]
+    nodes = names(n)
+    leaf = {(x, r): f"su{i // su}-r{j}" for i, x in enumerate(nodes) for j, r in enumerate(rails)}
+    topo = Topology("sim", rail_switch=dict(leaf))
+    sw = switch_of(topo)
+    plan = [rounds(g, 3, sw) for g in groups(nodes, 16, sw)]
+    return nodes, topo, run_rails(plan, RailFabric(rails, leaf, **model), seed=3), plan

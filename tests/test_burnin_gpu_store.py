@@ -85,8 +85,10 @@ def test_a_store_the_v3_code_wrote_migrates_keeping_every_gpu_line(tmp_path):
     assert len(v3_rows) == 96
 
     s = open_store(path)
-    assert s.version() == len(MIGRATIONS) == 4
-    assert {t: s.db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in before} == before
+    assert s.version() == len(MIGRATIONS) == 5
+    after = {t: s.db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in before}
+    assert [r[-1] for r in after["runs"]] == [None]  # v5's components: none recorded for an old run
+    assert {**after, "runs": [r[:-1] for r in after["runs"]]} == before
     moved = s.db.execute("SELECT idx, node, gpu, test, value, ok, problems FROM gpu_measurements ORDER BY idx").fetchall()
     assert moved == [(i, json.loads(nodes)[0], int(test.split("@gpu")[1]), test.split("@")[0], v, ok, pr)
                      for i, nodes, test, v, ok, pr in v3_rows]

@@ -190,20 +190,7 @@ def test_exit_codes_guard_wins_over_switch():
 
 # -- at fleet scale, from the simulated rail fabric (tests/fleet.py RailFabric) ------------
 
-def rail_fleet(n: int, **model):
-    """n nodes, rail-optimised (each rail its own leaf per 32 nodes), measured
-    per rail over the switch-aware plan; returns (nodes, topology, measurements)."""
-    from fleet import RailFabric, names, run_rails
-    from slurmqual.burnin.plan import groups
-    from slurmqual.burnin.topology import Topology, switch_of
-
-    rails = [f"mlx5_{i}" for i in range(8)]
-    nodes = names(n)
-    leaf = {(x, r): f"su{i // 32}-r{j}" for i, x in enumerate(nodes) for j, r in enumerate(rails)}
-    topo = Topology("sim", rail_switch=dict(leaf))
-    sw = switch_of(topo)
-    plan = [rounds(g, 3, sw) for g in groups(nodes, 16, sw)]
-    return nodes, topo, run_rails(plan, RailFabric(rails, leaf, **model), seed=3), plan
+from fleet import rail_fleet  # noqa: E402
 
 
 def test_transient_congestion_names_no_cables_but_a_dead_one_still_shows():

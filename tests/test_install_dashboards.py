@@ -131,7 +131,7 @@ def test_bundled_copies_are_the_shipped_files():
 def test_promtool_checks_the_rules():
     proc = subprocess.run([promtool, "check", "rules", RULES], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 9 rules found" in proc.stdout
+    assert "SUCCESS: 10 rules found" in proc.stdout
 
 
 def _series(samples, minutes: int) -> list[dict]:
@@ -179,6 +179,15 @@ def test_rules_fire_on_metrics_written_by_slurmqual(tmp_path):
     assert held["guard_tripped"] and held["drain"] == []
     held_dir = tmp_path / "held-metrics"
     write_burnin_metrics(str(held_dir), held, 60.0)
+    # A rail leaf 20% slow (a per-rail run with a fabric map): the switch is named, its nodes are not drained.
+    from fleet import rail_fleet
+    from slurmqual.burnin.analyze import analyze as analyze_run
+
+    nodes, topo, ms, _plan = rail_fleet(128, noise=0.01, switches={"su1-r2": 0.8})
+    switch = analyze_run(ms, nodes, topology=topo).to_dict()
+    assert switch["suspect_switches"] == ["su1-r2"] and switch["drain"] == []
+    switch_dir = tmp_path / "switch-metrics"
+    write_burnin_metrics(str(switch_dir), switch, 60.0)
     failing = ("SlurmqualCheckFailing", {"node": "n2", "check": "peermem", "severity": "warning"})
     unqualified = ("SlurmqualNodeNotQualified", {"node": "n4", "severity": "warning"})
     stale = [("SlurmqualHookMetricsStale", {"node": n, "severity": "warning"}) for n in ("n1", "n2", "n3", "n4")]
@@ -203,6 +212,10 @@ def test_rules_fire_on_metrics_written_by_slurmqual(tmp_path):
             {"interval": "1m", "input_series": _series(read_prom(held_dir), 5), "promql_expr_test": [
                 {"expr": 'ALERTS{alertstate="firing",alertname="SlurmqualBurninGuardHeldDrains"}', "eval_time": "2m",
                  "exp_samples": _alerts(("SlurmqualBurninGuardHeldDrains", {"severity": "critical"}))},
+            ]},
+            {"interval": "1m", "input_series": _series(read_prom(switch_dir), 5), "promql_expr_test": [
+                {"expr": 'ALERTS{alertstate="firing",alertname=~"SlurmqualBurnin.*"}', "eval_time": "2m",
+                 "exp_samples": _alerts(("SlurmqualBurninSuspectSwitch", {"severity": "warning"}))},
             ]},
             {"interval": "1m", "input_series": slowdown, "promql_expr_test": [
                 {"expr": 'ALERTS{alertstate="firing"}', "eval_time": "25m", "exp_samples": []},

@@ -122,3 +122,29 @@ def test_requalify_of_one_node_keeps_the_fleets_metrics(tmp_path):
     pair = (("gpu_model", ""), ("kind", "pair"), ("test", "all_reduce"))
     assert got[("slurmqual_fleet_median_busbw_bytes_per_second", pair)] == \
         pytest.approx(fleet["median"]["all_reduce:pair"] * 1e9)
+
+
+def test_suspect_switch_link_and_nic_are_metrics(tmp_path):
+    """From analyze() on a per-rail run with a fabric map: a slow rail leaf,
+    a bad cable on one rail and a NIC at half rate."""
+    from fleet import rail_fleet
+
+    probe = rail_fleet(128)
+    a_, b_ = probe[3][0][2][0]  # a pair of the plan's third round: a cable between two healthy NICs
+    nodes, topo, ms, _plan = rail_fleet(128, noise=0.01, switches={"su1-r2": 0.8},
+                                        link={(frozenset((a_, b_)), "mlx5_5"): 0.4}, nic={("gpu0100", "mlx5_3"): 0.5})
+    a = analyze(ms, nodes, topology=topo).to_dict()
+    assert a["suspect_switches"] == ["su1-r2"] and a["drain"] == ["gpu0100"]
+    assert a["suspect_links"] == [sorted([a_, b_]) + ["mlx5_5"]]
+    paths = write_burnin_metrics(str(tmp_path), a, 1700000100.0)
+    got = _samples(paths)
+    finding = a["switch_findings"][0]
+    assert got[("slurmqual_burnin_suspect_switch", (("kind", "switch"), ("switch", "su1-r2")))] == finding["factor"]
+    assert got[("slurmqual_burnin_suspect_switch_nodes", (("kind", "switch"), ("switch", "su1-r2")))] == 32
+    assert got[("slurmqual_burnin_suspect_switches", ())] == 1 and got[("slurmqual_burnin_suspect_links", ())] == 1
+    a_, b_ = sorted([a_, b_])
+    assert got[("slurmqual_burnin_suspect_link", (("a", a_), ("b", b_), ("rail", "mlx5_5")))] == 1
+    assert got[("slurmqual_burnin_nic_failed", (("nic", "mlx5_3"), ("node", "gpu0100")))] == 1
+    assert not any(k[0] == "slurmqual_burnin_nic_failed" and ("node", "gpu0100") not in k[1] for k in got)
+    for p in paths:
+        _promtool(p)

@@ -162,3 +162,25 @@ class _Search:
             if f < cut and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES and len(others) >= 2:
                 return (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving)
         return None
+
+
+def suspect_parts(analysis: dict) -> dict:
+    """What a technician replaces, from an analysis (its dict): each suspect
+    switch (kind, the keys / rails it was found on, its worst factor, the
+    nodes behind it), each suspect link with its rail (None on a pair key:
+    the route between two nodes) and each node's failed NICs. What status
+    (through the store), the HTML report and the metrics show."""
+    switches: dict[str, dict] = {}
+    for f in analysis.get("switch_findings") or []:
+        s = switches.setdefault(f["switch"], {"switch": f["switch"], "kind": f["kind"], "keys": [],
+                                              "factor": f["factor"], "nodes": []})
+        s["keys"].append(f["key"])
+        s["factor"] = min(s["factor"], f["factor"])
+    nodes = analysis.get("nodes") or {}
+    for n, v in sorted(nodes.items()):
+        for sw in v.get("behind_suspect_switch") or []:
+            if sw in switches:
+                switches[sw]["nodes"].append(n)
+    links = [{"a": x[0], "b": x[1], "rail": x[2] if len(x) > 2 else None} for x in analysis.get("suspect_links") or []]
+    nics = {n: list(v["failed_nics"]) for n, v in sorted(nodes.items()) if v.get("failed_nics")}
+    return {"switches": [switches[s] for s in sorted(switches)], "links": links, "failed_nics": nics}

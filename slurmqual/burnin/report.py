@@ -19,6 +19,7 @@ import sys
 import time
 
 from .analyze import median_for, split_key
+from .components import suspect_parts
 from .gpus import entry_label as gpu_label
 
 VERDICT_COLOURS = {"pass": "#4c9a2a", "fail": "#c62828", "retest": "#ef8f00", "untested": "#9e9e9e"}
@@ -235,8 +236,21 @@ def render_html(analysis: dict, title: str) -> str:
                    for i, rnd in enumerate(analysis.get("retest_plan", []))) or "<li>none</li>"
     versions = "".join(f"<li>{esc(k)}: {esc(', '.join(v) or '-')}</li>"
                        for k, v in sorted((analysis.get("versions") or {}).items())) or "<li>not recorded</li>"
-    links = "".join(f"<li>{esc(a)} &harr; {esc(b)}</li>" for a, b in analysis.get("suspect_links", [])) \
-        or "<li>none</li>"
+    parts = suspect_parts(analysis)
+    # A link on a rail names the cable/route of that NIC (a per-rail link has three fields: it broke the old unpacking).
+    links = "".join(f'<li data-rail="{esc(x["rail"] or "")}">{esc(x["a"])} &harr; {esc(x["b"])}'
+                    + (f" on rail {esc(x['rail'])} (cable or route of that NIC)" if x["rail"] else "") + "</li>"
+                    for x in parts["links"]) or "<li>none</li>"
+    switch_rows = "".join(
+        f'<tr data-switch="{esc(sw["switch"])}"><td>{esc(sw["switch"])}</td>'
+        f'<td>{"uplinks (pairs leaving it)" if sw["kind"] == "uplinks" else "every path through it"}</td>'
+        f'<td class="rel">{sw["factor"]:.0%}</td><td>{esc(", ".join(sw["keys"]))}</td>'
+        f'<td class="nodes">{esc(", ".join(sw["nodes"]))}</td></tr>' for sw in parts["switches"])
+    switches = ('<table id="switches"><thead><tr><th>switch</th><th>slow</th><th>vs fleet</th><th>keys (rails)</th>'
+                f'<th>nodes behind it (none drained for it)</th></tr></thead><tbody>{switch_rows}</tbody></table>'
+                if switch_rows else '<p id="switches">none</p>')
+    nic_rows = "".join(f'<li data-node="{esc(n)}">{esc(n)}: {esc(", ".join(nics))}</li>'
+                       for n, nics in parts["failed_nics"].items()) or "<li>none</li>"
     problems = "".join(f"<li>{esc(p)}</li>" for p in analysis.get("problems", [])) or "<li>none</li>"
     charts = "".join(f'<div class="chart" data-key="{esc(k)}">{render_chart_svg(analysis, k)}</div>'
                      for k in chart_keys(analysis))
@@ -261,7 +275,9 @@ of each test. Nodes: {len(nodes)} ({esc(summary)}). Drained: {len(drain)}.</p>
 <h2>Below their own baselines</h2>
 <table id="below"><thead><tr><th>node</th><th>GPU</th><th>key</th><th>score</th><th>baseline</th><th>vs baseline</th></tr></thead>
 <tbody>{below}</tbody></table>
-<h2>Suspect links (drain nothing)</h2><ul id="links">{links}</ul>
+<h2>Suspect switches (drain nothing)</h2>{switches}
+<h2>Suspect links and cables (drain nothing)</h2><ul id="links">{links}</ul>
+<h2>Failed NICs (the node is drained naming its NIC)</h2><ul id="nics">{nic_rows}</ul>
 <h2>Incomplete tasks</h2><ul id="incomplete">{incomplete}</ul>
 <h2>Retest plan</h2><ul id="retest">{plan}</ul>
 <h2>Versions</h2><ul id="versions">{versions}</ul>

@@ -75,6 +75,12 @@ MIGRATIONS: list[str] = [
     CREATE TABLE gpu_baselines (serial TEXT NOT NULL, key TEXT NOT NULL, score REAL NOT NULL, node TEXT,
                                 gpu INTEGER, run_id TEXT, time REAL NOT NULL, PRIMARY KEY (serial, key));
     """,
+    # v5: what each run named besides nodes (components.suspect_parts): suspect
+    # switches with the nodes behind them, suspect links with their rail, each
+    # node's failed NICs; `status` shows the last full run's.
+    """
+    ALTER TABLE runs ADD COLUMN components TEXT;
+    """,
 ]
 
 
@@ -143,6 +149,9 @@ class Store:
         raise NotImplementedError
 
     def nccl_versions(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def last_components(self) -> dict | None:
         raise NotImplementedError
 
     def runs(self) -> list[dict]:
@@ -214,11 +223,13 @@ class SqliteStore(Store):
             for table in ("measurements", "gpu_measurements", "verdicts", "scores", "gpu_scores", "events"):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.id,))
             db.execute("DELETE FROM runs WHERE id = ?", (run.id,))
-            db.execute("INSERT INTO runs (id, time, scope, config_digest, median, threshold, guard_tripped, noise, kind) "
-                       "VALUES (?,?,?,?,?,?,?,?,?)",
+            from .components import suspect_parts
+
+            db.execute("INSERT INTO runs (id, time, scope, config_digest, median, threshold, guard_tripped, noise, kind, "
+                       "components) VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (run.id, run.time, json.dumps(run.scope), run.config_digest, json.dumps(analysis["median"]),
                         analysis["threshold"], int(analysis["guard_tripped"]), json.dumps(noise),
-                        analysis.get("run_kind") or "full"))
+                        analysis.get("run_kind") or "full", json.dumps(suspect_parts(analysis))))
             db.executemany("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?)", [
                 (run.id, i, json.dumps(m["nodes"]), m["test"], m["size"], m.get("busbw"), int(m["ok"]),
                  json.dumps(m.get("problems", []))) for i, m in enumerate(measurements) if "gpu" not in m])
@@ -498,6 +509,16 @@ class SqliteStore(Store):
 
     def nccl_versions(self) -> dict[str, str]:
         return {n: v for n, v in self.db.execute("SELECT node, nccl FROM baselines WHERE nccl IS NOT NULL")}
+
+    def last_components(self) -> dict | None:
+        """The last full run's suspect parts (components.suspect_parts) with
+        its id and time; None before any full run."""
+        row = self.db.execute("SELECT id, time, components FROM runs WHERE kind = 'full' "
+                              "ORDER BY time DESC, id DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        parts = json.loads(row[2]) if row[2] else {"switches": [], "links": [], "failed_nics": {}}
+        return {"run_id": row[0], "time": row[1], **parts}
 
     def runs(self) -> list[dict]:
         rows = self.db.execute("SELECT id, time, scope, guard_tripped FROM runs ORDER BY time DESC").fetchall()

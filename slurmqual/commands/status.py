@@ -126,8 +126,44 @@ def config_problem_lines(problems: dict[str, dict]) -> list[str]:
             + ([f"  ... and {len(names) - 20} more"] if len(names) > 20 else []))
 
 
+def component_lines(parts: dict | None, limit: int = 20) -> list[str]:
+    """The last full run's suspect switches and links/cables (what to replace
+    besides nodes); nothing when it named none."""
+    if not parts or not (parts.get("switches") or parts.get("links")):
+        return []
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(parts["time"]))
+    out = []
+    sw = parts.get("switches") or []
+    if sw:
+        out.append(f"suspect switches (burn-in {parts['run_id']}, {when}): " + "; ".join(
+            f"{s['switch']} ({'uplinks' if s['kind'] == 'uplinks' else 'every path'} at {s['factor']:.0%}, "
+            f"{len(s['nodes'])} nodes behind it, none drained for it)" for s in sw[:limit])
+            + (f"; ... and {len(sw) - limit} more" if len(sw) > limit else ""))
+    links = parts.get("links") or []
+    if links:
+        out.append(f"suspect links/cables (burn-in {parts['run_id']}, {when}): " + "; ".join(
+            f"{x['a']}<->{x['b']}" + (f" rail {x['rail']}" if x.get("rail") else "") for x in links[:limit])
+            + (f"; ... and {len(links) - limit} more" if len(links) > limit else ""))
+    return out
+
+
+def add_components(table: list[dict], burnin: dict[str, dict], parts: dict | None) -> None:
+    """Each row's `failed_nics` and `behind_suspect_switch` from the last full
+    run, for the nodes whose last burn-in is that run (a later requalify
+    supersedes it); [] otherwise."""
+    run_id = (parts or {}).get("run_id")
+    behind: dict[str, list[str]] = {}
+    for s in (parts or {}).get("switches") or []:
+        for n in s["nodes"]:
+            behind.setdefault(n, []).append(s["switch"])
+    for r in table:
+        current = run_id is not None and burnin.get(r["node"], {}).get("run_id") == run_id
+        r["failed_nics"] = list(parts["failed_nics"].get(r["node"], [])) if current else []
+        r["behind_suspect_switch"] = behind.get(r["node"], []) if current else []
+
+
 def render(table: list[dict], counts: dict[str, int], guard: dict | None = None, summary_only: bool = False,
-           config_problems: dict[str, dict] | None = None) -> str:
+           config_problems: dict[str, dict] | None = None, components: dict | None = None) -> str:
     def pct(x):
         return "-" if x is None else f"{x:.0%}"
 
@@ -147,11 +183,16 @@ def render(table: list[dict], counts: dict[str, int], guard: dict | None = None,
             tail = ",".join(r["failing_checks"])
             if r["reason"]:
                 tail = f"{tail} {r['reason']}".strip()
+            if r.get("failed_nics"):
+                tail = f"{tail} failed NIC {','.join(r['failed_nics'])}".strip()
+            if r.get("behind_suspect_switch"):
+                tail = f"{tail} behind suspect switch {','.join(r['behind_suspect_switch'])}".strip()
             lines.append(f"{r['node']:<{wn}} {r['slurm_state']:<{ws}} {r['qualification']:<9} "
                          f"{when(r['last_burnin']):<16} {score:>7} {pct(r['vs_median']):>5} "
                          f"{pct(r['vs_baseline']):>5}  "
                          + (f"{worst_gpu(r.get('gpus') or []):<{wg}}  " if gpu_col else "") + tail)
     lines.append(" ".join(f"{k}={v}" for k, v in counts.items()) + f" total={len(table)}")
+    lines += component_lines(components)
     lines += guard_lines(guard)
     lines += config_problem_lines(config_problems or {})
     return "\n".join(lines)
@@ -171,6 +212,14 @@ def _burnin_facts(config, names: list[str]) -> dict[str, dict]:
             for n, gpus in last_gpus({n: b["run_id"] for n, b in facts.items() if b.get("run_id")}).items():
                 facts[n]["gpus"] = gpus
         return facts
+
+
+def _last_components(config) -> dict | None:
+    """The last full run's suspect parts (store.last_components); None without a store or run."""
+    from ..burnin.store import existing
+
+    with existing(config["store"]["path"]) as store:
+        return store.last_components() if store is not None else None
 
 
 def gpu_scores(gpus: list[dict]) -> list[dict]:
@@ -227,8 +276,10 @@ def main(args: argparse.Namespace) -> int:
     from ..burnin.store import StoreError
 
     store_error = None
+    parts = None
     try:
         burnin_facts = _burnin_facts(config, names)
+        parts = _last_components(config)
     except StoreError as exc:  # say so: never show a broken store as "no burn-in yet"
         store_error, burnin_facts = str(exc), {}
         print(f"slurmqual: burn-in store unusable, burn-in columns left empty: {exc}", file=sys.stderr)
@@ -245,6 +296,7 @@ def main(args: argparse.Namespace) -> int:
                        {n: st.time for n, st in state.items()})
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
     add_gpus(table, burnin_facts)
+    add_components(table, burnin_facts, parts)
     if args.state:
         table = [r for r in table if r["qualification"] == args.state]
     counts = summary(table)
@@ -255,11 +307,13 @@ def main(args: argparse.Namespace) -> int:
             out["store_error"] = store_error
         if problems:
             out["config_problems"] = problems
+        if parts:
+            out["components"] = {k: v for k, v in parts.items() if k != "failed_nics"}
         if not args.summary:
             out["nodes"] = table
         print(json.dumps(out))
     else:
-        print(render(table, counts, guard, args.summary, problems))
+        print(render(table, counts, guard, args.summary, problems, parts))
     return 1 if store_error else 0
 
 
