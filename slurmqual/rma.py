@@ -6,7 +6,6 @@ Xid and counter files under the state dir, the event spool and the store."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import time
 
@@ -18,14 +17,6 @@ def _node_files(state_dir: str, sub: str, node: str, suffix: str) -> list[str]:
     base = os.path.join(state_dir, sub)
     return sorted(set(glob.glob(os.path.join(glob.escape(base), f"{glob.escape(node)}{suffix}")))
                   | set(glob.glob(os.path.join(glob.escape(base), f"{glob.escape(node)}-*{suffix}"))))
-
-
-def _json(path: str):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError) as exc:
-        return {"unreadable": f"{path}: {exc}"}
 
 
 def events_of(state_dir: str, store, node: str) -> list[dict]:
@@ -47,13 +38,19 @@ def bundle(config, node: str, store, now: float | None = None) -> dict:
     st = read(state_dir, node)
     history = events_of(state_dir, store, node)
     checks = list(st.checks.values()) if st is not None else []
-    xid_events = []
+    from . import counterwindow
+    from .checks import xid
+
+    xid_events, notes = [], []
     for path in _node_files(state_dir, "xid", node, ".json"):
-        data = _json(path)
-        for e in data.get("events", []) if isinstance(data.get("events"), list) else []:
-            if isinstance(e, list) and len(e) == 4:
-                xid_events.append({"time": e[0], "xid": e[1], "gpu": e[2], "text": e[3]})
-    counters = {os.path.basename(p): _json(p) for p in _node_files(state_dir, "counters", node, ".*.json")}
+        kept, note = xid.kept_events(path)
+        xid_events += kept
+        notes += [note] if note else []
+    counters = {}
+    for path in _node_files(state_dir, "counters", node, ".*.json"):
+        readings, note = counterwindow.load(path)
+        counters[os.path.basename(path)] = {dev: [[t, v] for t, v in samples] for dev, samples in readings.items()}
+        notes += [note] if note else []
     burnin = {}
     if store is not None:
         burnin = {"baselines": store.all_baselines([node]).get(node, {}),
@@ -78,4 +75,5 @@ def bundle(config, node: str, store, now: float | None = None) -> dict:
         "remediation": ladder,
         "drain_history": [e for e in history if e["kind"] not in ("requalify",)],
         "requalify_history": [e for e in history if e["kind"] == "requalify"],
+        "notes": notes,   # files that could not be read (their part of the bundle is missing)
     }

@@ -72,7 +72,10 @@ def test_rma_bundle_has_serials_failures_xids_and_history(tmp_path, monkeypatch)
     assert [(e["xid"], e["gpu"]) for e in b["xid_events"]] == [(13, "0000:18:00")]
     assert [e["detail"] for e in b["drain_history"]] == [
         "admin: slurmqual: admin: reseated GPU 0", f"epilog: slurmqual: gpu_count: {b['failing_checks'][0]['message']}"]
-    assert b["versions"]["driver"] == "550.54.15" and "counter_history" in b and b["burnin"]["baselines"] == {}
+    assert b["versions"]["driver"] == "550.54.15" and b["burnin"]["baselines"] == {} and b["notes"] == []
+    # the epilog's ib_counters window, per port (a node tree's files carry its root's hash: n1-<hash>)
+    ib = next(v for k, v in b["counter_history"].items() if k.startswith("n1-") and k.endswith(".ib_counters.json"))
+    assert "mlx5_0/1" in ib and ib["mlx5_0/1"][0][1]["symbol_error"] == 0
 
     p = _cli(cfg, "rma", "n9")
     assert p.returncode == 2 and "nothing kept about n9" in p.stderr

@@ -309,3 +309,10 @@ def forget(path: str, pcis: list[str]) -> str:
         return note
     state["events"] = [e for e in state["events"] if e[2] not in set(pcis)]
     return _save(path, json.dumps(state))
+
+
+def kept_events(path: str) -> tuple[list[dict], str]:
+    """The events kept in a node's xid file ({time, xid, gpu, text}, oldest
+    first) and a note when it is unreadable: for `slurmqual rma`."""
+    state, note = _load(path)
+    return [{"time": e[0], "xid": e[1], "gpu": e[2], "text": e[3]} for e in sorted(state.get("events", []))], note
