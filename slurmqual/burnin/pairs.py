@@ -111,6 +111,29 @@ def node_scores(g: PairGraph, convicted: set[str], sigma: float | None = None) -
     return out
 
 
+def fleet_level(g: PairGraph, convicted: set[str], sigma: float | None, threshold: float) -> float:
+    """The fleet median the line is drawn from: a median over node levels,
+    each leaving out its partners that look slow themselves (their top-half
+    level under the provisional line), so that a slow node does not pull its
+    healthy partners' levels, and through them the median, down (in a small
+    fleet three partners of one slow node move it by percents)."""
+    top = node_scores(g, convicted)
+    provisional = [s for s in top.values() if s is not None]
+    if not provisional:
+        return 0.0
+    cut = threshold * median(provisional)
+    levels = []
+    for n, pairs in g.adj.items():
+        if n in convicted:
+            vals = [v for _q, v in pairs]
+        else:
+            vals = [v for q, v in pairs if q not in convicted and (top.get(q) or 0) >= cut] or \
+                [v for q, v in pairs if q not in convicted]
+        if vals:
+            levels.append(level_estimate(vals, sigma))
+    return median(levels)
+
+
 def top_level(g: PairGraph, convicted: set[str], threshold: float) -> float:
     """The level healthy nodes run at: the median of the nodes' best pairs
     near the top (a healthy node with one healthy partner shows it)."""
@@ -411,7 +434,7 @@ def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params",
         before = len(convicted)
         judge.run(node_scores(g, convicted, judge.sigma))
         score = node_scores(g, convicted, judge.sigma)
-        new_fleet = fleet if pinned else median(s for s in score.values() if s is not None)
+        new_fleet = fleet if pinned else fleet_level(g, convicted, judge.sigma, p.threshold)
         if len(convicted) == before and new_fleet == fleet:
             break
         fleet = new_fleet
