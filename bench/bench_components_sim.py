@@ -23,8 +23,10 @@ Families, each reported separately:
 
 Ground truth comes from the fabric model and the plan, decided before the
 analysis runs (`truth()`), with the noise the model was given:
-- a slow NIC (node factor times NIC factor below 1) must fail its node and be
-  named in failed_nics when the evidence clears the noise: at least two
+- a slow NIC (node factor times NIC factor below 1) must fail its node when
+  the evidence clears the noise (a NIC fault: and be named in failed_nics;
+  a node slow on every NIC is a node to replace, its NICs are not counted
+  as NIC faults): at least two
   partners on that rail, one of them healthy with a clean path (no slow
   switch, uplink or route on the way), and its factor even +3 sd below the
   drain margin the fleet size requires; a NIC more than 2 sd below the line
@@ -197,6 +199,7 @@ def truth(nodes: list[str], plan, f: RailFabric, sc: Scenario) -> Truth:
     tested = sum(1 for x in nodes if partners[x])
     z_fleet = NORMAL.inv_cdf(1 - P.alpha / max(tested, 1))
     must_nic, never_pass = set(), set()
+    must_fail = set()
     for x in nodes:
         for nic in f.rails:
             v = net(x, nic)
@@ -207,7 +210,9 @@ def truth(nodes: list[str], plan, f: RailFabric, sc: Scenario) -> Truth:
             m = len(good) // 2 + 1
             sd = sigma / math.sqrt(m)
             if len(partners[x]) >= 2 and good and v * (1 + 3 * sd) < THRESHOLD * (1 - z_fleet * sd):
-                must_nic.add((x, nic))
+                must_fail.add(x)
+                if (x, nic) in f.nic:  # a NIC fault: that NIC is the part to replace (a slow node: the node)
+                    must_nic.add((x, nic))
             if v < THRESHOLD - 2 * sigma:
                 never_pass.add(x)
     healthy = {x for x in nodes if all(net(x, nic) == 1.0 for nic in f.rails)}
@@ -221,7 +226,7 @@ def truth(nodes: list[str], plan, f: RailFabric, sc: Scenario) -> Truth:
         if net(a, nic) == net(b, nic) == 1.0 and b in partners[a] and fine_elsewhere(a, b, nic) \
                 and fine_elsewhere(b, a, nic) and v * (1 + 3 * sigma) < THRESHOLD * (1 - z_link * sigma):
             must_link.add((pair, nic))
-    return Truth(must_nic, {x for x, _nic in must_nic}, never_pass, healthy, slow_sw, must_switch,
+    return Truth(must_nic, must_fail, never_pass, healthy, slow_sw, must_switch,
                  set(f.link), must_link, max(2, int(RETEST_BUDGET * tested)))
 
 

@@ -7,10 +7,14 @@ separates nodes from links; this module takes the switches out first, so
 the nodes behind a slow switch are not drained for it:
 
 - a *switch* is slow when most of the nodes (node-rails) under it are below
-  the line while it is only a part of the fleet: every path through it is
-  slow (a leaf 20% slow; one rail's leaf slow for a whole scalable unit);
-- its *uplinks* are slow when the pairs that leave it are slow and the
-  pairs inside it are fine (only traffic crossing the spine suffers).
+  the line, its own pairs (both ends under it) are slow too, and it is only
+  a part of the fleet: every path through it is slow (a leaf 20% slow; one
+  rail's leaf slow for a whole scalable unit);
+- its *uplinks* are slow when the pairs that leave it are slow, to two
+  other switches at least, and the pairs inside it are fine (only traffic
+  crossing the spine suffers). Slow pairs that all lead to one other switch
+  name neither: either end's uplinks may be at fault, and their nodes'
+  retest (partners under other switches) tells which.
 
 Switches are found one at a time, the slowest first; each finding divides
 the pairs through it by its factor (the median of those pairs against the
@@ -147,7 +151,10 @@ class _Search:
         out = [ratio[x] for x in leaving]
         touching = inside + out
         slow_nodes = sum(1 for n in ns if self.score[n] < cut)
-        if touching and slow_nodes >= max(MIN_NODES, MOST * len(ns)):
+        # Every path through it: its own pairs (which no other switch carries)
+        # are slow. With its own pairs fine, or none, only the pairs leaving
+        # it are: its uplinks, or the switch they all lead to (below).
+        if inside and median(inside) < cut and slow_nodes >= max(MIN_NODES, MOST * len(ns)):
             f = median(touching)
             if f < cut:
                 return (-sum(1 for r in touching if r < cut), f, s, "switch", within + leaving)
