@@ -293,12 +293,27 @@ def slurmqual(ms: list[Measurement], nodes: list[str], seed: int, follow=None):
     measured on the same fabric (`follow(plan, k)`), judged with everything."""
     a = analyze(ms, nodes)
     extra = 0
+    drained: set[str] = set()
     while follow is not None and a.retest_plan and extra < MAX_RETEST_ROUNDS and not a.guard_tripped:
         extra += 1
+        drained |= drained_before_retest(a)
         ms = ms + follow(a.retest_plan, extra)
         a = analyze(ms, nodes)
     verdict = {x: v["verdict"] for x, v in a.nodes.items()}
-    return set(a.drain), verdict, {frozenset(link) for link in a.suspect_links}, a.guard_tripped, extra
+    return drained | set(a.drain), verdict, {frozenset(link) for link in a.suspect_links}, a.guard_tripped, extra
+
+
+def drained_before_retest(a) -> set[str]:
+    """What the run's analysis job drains when it submits a retest round
+    (burnin/retest.py settle): its decided fails at once, unless they and the
+    retests could exceed the guard's limit (then held for the final count).
+    A node drained then stays drained whatever a later analysis says."""
+    from slurmqual.burnin.retest import guard_cap
+
+    fails = sum(1 for v in a.nodes.values() if v["verdict"] == "fail")
+    retests = sum(1 for v in a.nodes.values() if v["verdict"] == "retest")
+    cap = guard_cap(a, {"guard_min": P.guard_min, "guard_fraction": P.guard_fraction})
+    return set() if a.guard_tripped or fails + retests > cap else set(a.drain)
 
 
 def median_of_pairs(ms: list[Measurement], nodes: list[str], seed: int):

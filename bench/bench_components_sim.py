@@ -39,6 +39,9 @@ analysis runs (`truth()`), with the noise the model was given:
   clearly below the line (one value's margin over the rail's pairs, +3 sd),
   must be in suspect_links as [a, b, nic];
 - retests at most max(2, 5% of tested), after at most 2 follow-up rounds.
+A node counts as drained when an analysis drained it: the final one, or an
+earlier one that submitted a retest round (it drains its decided fails at
+once unless the guard could trip: burnin/retest.py settle).
 
 Usage: python3 bench/bench_components_sim.py [--seeds N] [--sizes 512,4096] [--seed-base N] [--family F]
 """
@@ -57,6 +60,7 @@ from dataclasses import dataclass
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
+from bench_burnin_sim import drained_before_retest  # noqa: E402  (the run's drain rule, shared)
 from fleet import RailFabric, names, run_rails  # noqa: E402
 from slurmqual.burnin.analyze import Measurement, Params, analyze  # noqa: E402
 from slurmqual.burnin.plan import groups, rounds  # noqa: E402
@@ -237,8 +241,11 @@ def slurmqual(nodes, topo, plan, f: RailFabric, seed: int):
     a = analyze(ms, nodes, topology=topo)
     extra = 0
     sw = switch_of(topo)
+    drained: dict[str, list[str]] = {}  # drained before a retest round, with the NICs its reason named
     while a.retest_plan and extra < MAX_RETEST_ROUNDS and not a.guard_tripped:
         extra += 1
+        for x in drained_before_retest(a):
+            drained.setdefault(x, a.nodes[x].get("failed_nics", []))
         nxt = plan_round(a, [{"nodes": list(m.nodes)} for m in ms], set(), sw)
         if not nxt:
             break
@@ -246,12 +253,15 @@ def slurmqual(nodes, topo, plan, f: RailFabric, seed: int):
         ms = ms + [Measurement(m.nodes, m.busbw, m.size, m.test, task=10_000 * extra, round=m.round, rail=m.rail)
                    for m in more]
         a = analyze(ms, nodes, topology=topo)
-    return a, extra
+    for x in a.drain:
+        drained.setdefault(x, a.nodes[x].get("failed_nics", []))
+    return a, drained, extra
 
 
-def judge(t: Truth, a, extra: int) -> dict:
-    drained = set(a.drain)
-    named = {(x, nic) for x, v in a.nodes.items() for nic in v.get("failed_nics", [])}
+def judge(t: Truth, a, drained_nics: dict[str, list[str]], extra: int) -> dict:
+    drained = set(drained_nics)
+    named = {(x, nic) for x, v in a.nodes.items() for nic in v.get("failed_nics", [])} \
+        | {(x, nic) for x, nics in drained_nics.items() for nic in nics}
     verdict = {x: v["verdict"] for x, v in a.nodes.items()}
     false = drained & t.healthy
     switches = set(a.suspect_switches)

@@ -114,3 +114,31 @@ def test_report_lists_suspect_switches_with_their_nodes_cables_with_rail_and_nic
                          "nodes": {n: {**v, "failed_nics": [], "behind_suspect_switch": []}
                                    for n, v in a["nodes"].items()}}, "t")
     assert '<p id="switches">none</p>' in quiet and '<ul id="links"><li>none</li>' in quiet
+
+
+def test_status_command_json_and_table(tmp_path, monkeypatch, capsys, run):
+    """`slurmqual status` itself: the store's last full run's parts, per node and in summary."""
+    from slurmqual import cli
+    from slurmqual.slurm.adapter import NodeInfo
+    from slurmqual.testing import FakeAdapter
+
+    nodes, raw, a, (a_, b_) = run
+    s = open_store(str(tmp_path / "s.db"))
+    s.record_run(RunRecord("r1", 1000.0, nodes), raw, a)
+    s.close()
+    shown = [NIC_NODE, nodes[40], a_]
+    monkeypatch.setattr("slurmqual.slurm.get_adapter",
+                        lambda _config: FakeAdapter.with_nodes([NodeInfo(n, "idle") for n in shown]))
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path}/s.db"\n[hooks]\nstate_dir = "{tmp_path}/state"\n')
+    assert cli.main(["status", "--json", "--config", str(cfg)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by = {r["node"]: r for r in out["nodes"]}
+    assert by[NIC_NODE]["failed_nics"] == ["mlx5_3"] and by[nodes[40]]["behind_suspect_switch"] == ["su1-r2"]
+    assert by[a_]["failed_nics"] == [] == by[a_]["behind_suspect_switch"]
+    comp = out["components"]
+    assert comp["run_id"] == "r1" and comp["links"] == [{"a": a_, "b": b_, "rail": "mlx5_5"}]
+    assert [(x["switch"], x["kind"], len(x["nodes"])) for x in comp["switches"]] == [("su1-r2", "switch", 32)]
+    assert cli.main(["status", "--config", str(cfg)]) == 0
+    text = capsys.readouterr().out
+    assert "suspect switches (burn-in r1" in text and f"{a_}<->{b_} rail mlx5_5" in text
