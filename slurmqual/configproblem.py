@@ -20,6 +20,11 @@ import time
 
 DEFAULT_STATE_DIR = "/var/lib/slurmqual/state"
 DEFAULT_LOG_FILE = "/var/log/slurmqual/slurmqual.log"
+# Where the records go: the defaults above. A test suite (or a packaging
+# sandbox) that runs real hooks as root points them elsewhere with these
+# variables, so a hook it starts never writes into the machine's own /var.
+RECORD_STATE_DIR = os.environ.get("SLURMQUAL_PROBLEM_STATE_DIR") or DEFAULT_STATE_DIR
+RECORD_LOG_FILE = os.environ.get("SLURMQUAL_PROBLEM_LOG_FILE") or DEFAULT_LOG_FILE
 SUBDIR = "config-problems"
 MAX_RECORD_BYTES = 64 << 10
 
@@ -39,7 +44,7 @@ def report(hook: str, node: str | None, problem: str, now: float | None = None) 
     now = time.time() if now is None else now
     setup(None).error("hook %s: no checks run: %s", hook, problem)
     written = []
-    log_file = DEFAULT_LOG_FILE
+    log_file = RECORD_LOG_FILE
     if not os.path.exists(SYSLOG_SOCKET) and _safe_dir(os.path.dirname(log_file)):
         try:
             from .hooklog import open_log_file
@@ -50,11 +55,11 @@ def report(hook: str, node: str | None, problem: str, now: float | None = None) 
             written.append(log_file)
         except OSError:
             pass
-    if node and _safe_dir(DEFAULT_STATE_DIR):
+    if node and _safe_dir(RECORD_STATE_DIR):
         try:
             from .atomic import ensure_dir, write_text
 
-            d = os.path.join(DEFAULT_STATE_DIR, SUBDIR)
+            d = os.path.join(RECORD_STATE_DIR, SUBDIR)
             ensure_dir(d)
             path = os.path.join(d, f"{node}.json")
             write_text(path, json.dumps({"node": node, "hook": hook, "time": now, "problem": problem[:1000]}))

@@ -416,6 +416,24 @@ def record_output(root: str, argv: list[str], stdout: str, rc: int = 0) -> None:
         os.unlink(rc_file)
 
 
+def record_mlxconfig(root: str, stdout: str, rc: int = 0, hang: bool = False) -> str:
+    """What `mlxconfig ... query ROCE_CC_PRIO_MASK_P1 ROCE_CC_PRIO_MASK_P2`
+    prints on the tree's node, recorded for every RDMA device (`hang`: the
+    tool hangs there). Returns the root."""
+    import glob
+
+    for dev in sorted(glob.glob(f"{root}/sys/class/infiniband/*/device")):
+        argv = ["mlxconfig", "-d", os.path.basename(os.path.realpath(dev)), "query",
+                "ROCE_CC_PRIO_MASK_P1", "ROCE_CC_PRIO_MASK_P2"]
+        record_output(root, argv, stdout, rc)
+        hang_file = f"{root}{RECORDED_DIR}/{'_'.join(a.replace('/', '%') for a in argv)}.hang"
+        if hang:
+            _write(hang_file, "")
+        elif os.path.exists(hang_file):
+            os.unlink(hang_file)
+    return root
+
+
 def _gpu_xml(spec: NodeSpec, n: int, bdf: str) -> str:
     """One <gpu> element with the tags and nesting of a real driver 550
     `nvidia-smi -q -x` (sections the checks read, plus identity)."""

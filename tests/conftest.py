@@ -19,9 +19,14 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     # a site config it cannot use (configproblem.py): tests point them at nothing.
     from slurmqual import configproblem
 
+    # Hooks the tests start as processes (as root) get the same through the
+    # environment: they must never write into this machine's own /var.
     nowhere = tmp_path_factory.mktemp("defaults")
-    monkeypatch.setattr(configproblem, "DEFAULT_STATE_DIR", str(nowhere / "absent-state"))
-    monkeypatch.setattr(configproblem, "DEFAULT_LOG_FILE", str(nowhere / "absent-log" / "slurmqual.log"))
+    state, log = str(nowhere / "absent-state"), str(nowhere / "absent-log" / "slurmqual.log")
+    monkeypatch.setattr(configproblem, "RECORD_STATE_DIR", state)
+    monkeypatch.setattr(configproblem, "RECORD_LOG_FILE", log)
+    monkeypatch.setenv("SLURMQUAL_PROBLEM_STATE_DIR", state)
+    monkeypatch.setenv("SLURMQUAL_PROBLEM_LOG_FILE", log)
 
 
 T0 = 1_800_000_000.0  # the `clock` fixture's start: a fixed "now" for windowed counters

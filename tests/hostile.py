@@ -47,3 +47,9 @@ def open_tmp():
     os.chmod(d, 0o755)
     yield pathlib.Path(d)
     shutil.rmtree(d, ignore_errors=True)
+
+
+def isolated_records() -> dict[str, str]:
+    """For a hook started with an environment of its own: where conftest
+    points a refused config's records (never the machine's /var)."""
+    return {k: os.environ[k] for k in ("SLURMQUAL_PROBLEM_STATE_DIR", "SLURMQUAL_PROBLEM_LOG_FILE") if k in os.environ}

@@ -5,28 +5,13 @@ import os
 import time
 
 from nodes import check, config, context, tree
-from slurmqual.checks import RECORDED_DIR, REGISTRY, recorded_name, run_one
+from slurmqual.checks import REGISTRY, run_one
 from slurmqual.checks.dcqcn import judge_sysfs, parse_mlxconfig
-from slurmqual.nodetree import record_output
+from slurmqual.nodetree import record_mlxconfig
 from slurmqual.result import Status
 
 SAMPLE = "mlx/mlxconfig_query_CX4Lx_dual_port_ROCE_CC_PRIO_MASK_P1_P2_DCQCN_full.txt"
 ALL = list(range(8))
-
-
-def _record(root: str, text: str, rc: int = 0, hang: bool = False) -> str:
-    """What mlxconfig prints on the tree's node, recorded for every NIC (a tree
-    never runs the host's own mlxconfig)."""
-    import glob
-
-    for dev in glob.glob(f"{root}/sys/class/infiniband/*/device"):
-        argv = ["mlxconfig", "-d", os.path.basename(os.path.realpath(dev)), "query",
-                "ROCE_CC_PRIO_MASK_P1", "ROCE_CC_PRIO_MASK_P2"]
-        record_output(root, argv, text, rc)
-        if hang:
-            with open(f"{root}{RECORDED_DIR}/{recorded_name(argv)}.hang", "w"):
-                pass
-    return root
 
 
 def test_judge_sysfs_pure():
@@ -66,25 +51,25 @@ def test_parse_real_mlxconfig_sample(samples):
 
 
 def test_firmware_mask_from_real_output_passes(tmp_path, samples):
-    r = check(_record(tree(tmp_path), (samples / SAMPLE).read_text()), "dcqcn", level="standard")
+    r = check(record_mlxconfig(tree(tmp_path), (samples / SAMPLE).read_text()), "dcqcn", level="standard")
     assert r.status is Status.PASS and "mlxconfig" not in r.message, r
 
 
 def test_firmware_mask_lost_after_reimage_fails(tmp_path, samples):
     text = (samples / SAMPLE).read_text().replace("ROCE_CC_PRIO_MASK_P1                        255",
                                                   "ROCE_CC_PRIO_MASK_P1                        0")
-    r = check(_record(tree(tmp_path), text), "dcqcn", level="standard")
+    r = check(record_mlxconfig(tree(tmp_path), text), "dcqcn", level="standard")
     assert r.status is Status.FAIL and "ROCE_CC_PRIO_MASK_P1=0 (expected 255)" in r.message
     assert len(r.devices) == 8 and r.devices[0] == "0000:19:00.0"  # NIC 0, beside GPU 0000:18:00.0
 
 
 def test_garbage_mlxconfig_output_is_error(tmp_path):
-    r = check(_record(tree(tmp_path), "-E- Failed to open device\n"), "dcqcn", level="standard")
+    r = check(record_mlxconfig(tree(tmp_path), "-E- Failed to open device\n"), "dcqcn", level="standard")
     assert r.status is Status.ERROR and "no ROCE_CC_PRIO_MASK_P1 in output" in r.message
 
 
 def test_hung_mlxconfig_is_error_within_timeout(tmp_path):
-    ctx = context(_record(tree(tmp_path), "", hang=True), level="standard", command_timeout=0.5)
+    ctx = context(record_mlxconfig(tree(tmp_path), "", hang=True), level="standard", command_timeout=0.5)
     start = time.monotonic()
     r = run_one(REGISTRY["dcqcn"], ctx)
     assert time.monotonic() - start < 5
@@ -107,7 +92,7 @@ def test_missing_mlxconfig_auto_notes_it_required_errors(tmp_path, monkeypatch):
 
 
 def test_fast_level_and_switched_off_never_run_mlxconfig(tmp_path):
-    root = _record(tree(tmp_path), "-E- broken\n", rc=1)  # were it run, dcqcn would be an error
+    root = record_mlxconfig(tree(tmp_path), "-E- broken\n", rc=1)  # were it run, dcqcn would be an error
     assert check(root, "dcqcn", level="standard").status is Status.ERROR
     assert check(root, "dcqcn", level="fast").status is Status.PASS
     assert check(root, "dcqcn", config(checks={"dcqcn": {"mlxconfig": False}}), level="standard").status is Status.PASS

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,8 +113,8 @@ def test_an_unusable_config_is_shown_in_the_default_log_status_and_install_check
     defaults = tmp_path / "var"
     (defaults / "state").mkdir(parents=True, mode=0o755)
     (defaults / "log").mkdir(mode=0o755)
-    monkeypatch.setattr(configproblem, "DEFAULT_STATE_DIR", str(defaults / "state"))
-    monkeypatch.setattr(configproblem, "DEFAULT_LOG_FILE", str(defaults / "log" / "slurmqual.log"))
+    monkeypatch.setattr(configproblem, "RECORD_STATE_DIR", str(defaults / "state"))
+    monkeypatch.setattr(configproblem, "RECORD_LOG_FILE", str(defaults / "log" / "slurmqual.log"))
     root, cfg, calls_log = site(tmp_path, state_dir=str(defaults / "state"))
     good = cfg.read_text()
     if how == "refused":
@@ -130,7 +131,7 @@ def test_an_unusable_config_is_shown_in_the_default_log_status_and_install_check
     def shown():
         names = {"n1", "n2"}
         state, _bad = nodestate.read_all(str(defaults / "state"), names)
-        found = configproblem.current(configproblem.read_all([configproblem.DEFAULT_STATE_DIR], names),
+        found = configproblem.current(configproblem.read_all([configproblem.RECORD_STATE_DIR], names),
                                       {n: st.time for n, st in state.items()})
         text = status.render([], status.summary([]), None, True, found)
         checked = install.run_check("/", str(tmp_path / "opt"), str(tmp_path / "no-slurm.conf"), "n1", False,
@@ -152,11 +153,11 @@ def test_an_unusable_config_is_shown_in_the_default_log_status_and_install_check
 def test_an_unusable_config_leaves_nothing_where_the_defaults_are_missing_or_unsafe(tmp_path, monkeypatch, capfd):
     from slurmqual import configproblem
 
-    monkeypatch.setattr(configproblem, "DEFAULT_STATE_DIR", str(tmp_path / "absent"))
+    monkeypatch.setattr(configproblem, "RECORD_STATE_DIR", str(tmp_path / "absent"))
     open_dir = tmp_path / "open"
     open_dir.mkdir()
     os.chmod(open_dir, 0o777)
-    monkeypatch.setattr(configproblem, "DEFAULT_LOG_FILE", str(open_dir / "slurmqual.log"))
+    monkeypatch.setattr(configproblem, "RECORD_LOG_FILE", str(open_dir / "slurmqual.log"))
     assert configproblem.report("prolog", "n1", "config broken") == []
     assert "hook prolog: no checks run: config broken" in capfd.readouterr().err
     assert os.listdir(tmp_path / "open") == [] and not (tmp_path / "absent").exists()
@@ -429,3 +430,25 @@ def test_config_validate_rejects_limits_that_judge_every_node_the_same(tmp_path,
                        text=True, timeout=60)
     assert p.returncode == 2 and expect in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a hook records a refused config only where root alone can write")
+def test_a_hook_process_records_a_refused_config_where_its_environment_says(tmp_path):
+    """A test suite (or packaging sandbox) that starts real hooks as root
+    points the records away from the machine's own /var: the hook process
+    writes there, and nothing under the real default state dir changes."""
+    state, log = tmp_path / "state", tmp_path / "log"
+    state.mkdir(mode=0o755)
+    log.mkdir(mode=0o755)
+    fifo = tmp_path / "sq.toml"
+    os.mkfifo(fifo)
+    real = Path("/var/lib/slurmqual/state/config-problems/n-isolated.json")
+    env = dict(os.environ, SLURMQUAL_CONFIG=str(fifo), SLURMD_NODENAME="n-isolated",
+               SLURMQUAL_CACHE_DIR=str(tmp_path / "c"), SLURMQUAL_PROBLEM_STATE_DIR=str(state),
+               SLURMQUAL_PROBLEM_LOG_FILE=str(log / "slurmqual.log"))
+    p = subprocess.run([sys.executable, "-I", "-m", "slurmqual", "hook", "prolog"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    record = json.loads((state / "config-problems" / "n-isolated.json").read_text())
+    assert record["node"] == "n-isolated" and "FIFO" in record["problem"]
+    assert not real.exists()

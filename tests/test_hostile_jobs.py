@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from hostile import isolated_records
+
 from slurmqual.burnin.runner import submission
 from slurmqual.config import load
 from slurmqual.security import UnsafePath, job_command, job_export
@@ -64,7 +66,8 @@ def test_hook_wrappers_ignore_modules_in_the_working_directory(tmp_path, hook):
     cfg = tmp_path / "missing.toml"  # no config: the hook logs one line and exits 0 without checking
     p = subprocess.run([wrapper], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                        env={"SLURMQUAL_PYTHON": sys.executable, "SLURMQUAL_CONFIG": str(cfg),
-                            "SLURMD_NODENAME": "n1", "SLURMQUAL_CACHE_DIR": str(tmp_path / "cache")})
+                            "SLURMD_NODENAME": "n1", "SLURMQUAL_CACHE_DIR": str(tmp_path / "cache"),
+                            **isolated_records()})
     assert "hijacked" not in p.stderr and p.returncode == 0, p.stderr
     assert "no checks run" in p.stderr and str(cfg) in p.stderr
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from hostile import isolated_records
 from slurmqual.nodetree import build
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -305,7 +306,7 @@ def test_wrapper_ignores_pythonpath_and_runs_with_empty_environment(tmp_path):
     (evil / "slurmqual").mkdir(parents=True)
     (evil / "slurmqual" / "__init__.py").write_text("raise SystemExit('hijacked')\n")
     wrapper = os.path.join(node.prefix, "libexec", "prolog", "slurmqual-prolog")
-    proc = subprocess.run([wrapper], env={"SLURMD_NODENAME": "n1", "PYTHONPATH": str(evil)}, cwd=str(evil),
+    proc = subprocess.run([wrapper], env={"SLURMD_NODENAME": "n1", "PYTHONPATH": str(evil), **isolated_records()}, cwd=str(evil),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "hijacked" not in proc.stderr

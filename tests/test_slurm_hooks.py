@@ -12,7 +12,7 @@ import time
 import pytest
 
 from slurm_fixtures import start_cluster, stop_cluster
-from slurmqual.nodetree import add_module, remove_module
+from slurmqual.nodetree import add_module, record_mlxconfig, remove_module
 
 pytestmark = pytest.mark.slurm
 
@@ -122,19 +122,23 @@ def _hook(cluster, hook, node, extra_env=None, config=None, timeout=60):
 
 
 def test_hanging_command_errors_within_deadline_and_does_not_drain(cluster, tmp_path):
-    stub_dir = tmp_path / "bin"
-    stub_dir.mkdir()
-    (stub_dir / "mlxconfig").write_text("#!/bin/sh\nsleep 120\n")
-    (stub_dir / "mlxconfig").chmod(0o755)
-    cfg = tmp_path / "sq.toml"
-    cfg.write_text(open(cluster.sq_config).read().replace("deadline_s = 20", "deadline_s = 4")
-                   .replace("command_timeout_s = 5", "command_timeout_s = 1"))
-    p, took = _hook(cluster, "healthcheck", "n1", {"PATH": f"{stub_dir}:{os.environ['PATH']}"}, str(cfg))
-    assert p.returncode == 0 and took < 4 + 5
-    state = json.load(open(os.path.join(cluster.state_dir, "nodes", "n1.json")))
-    dcqcn = [c for c in state["checks"] if c["name"] == "dcqcn"][0]
-    assert dcqcn["status"] == "error" and "timed out after 1s" in dcqcn["message"]
-    assert "n1" not in reasons(cluster)
+    # n1's mlxconfig hangs (recorded in its tree: a tree never runs the host's
+    # own tools; the kill of a real hung process is command.py's test).
+    record_mlxconfig(cluster.tree("n1"), "", hang=True)
+    try:
+        cfg = tmp_path / "sq.toml"
+        cfg.write_text(open(cluster.sq_config).read().replace("deadline_s = 20", "deadline_s = 4")
+                       .replace("command_timeout_s = 5", "command_timeout_s = 1"))
+        p, took = _hook(cluster, "healthcheck", "n1", {}, str(cfg))
+        assert p.returncode == 0 and took < 4 + 5
+        state = json.load(open(os.path.join(cluster.state_dir, "nodes", "n1.json")))
+        dcqcn = [c for c in state["checks"] if c["name"] == "dcqcn"][0]
+        assert dcqcn["status"] == "error" and "timed out" in dcqcn["message"]
+        assert "n1" not in reasons(cluster)
+    finally:  # the tree records no mlxconfig again (a tree without it: dcqcn skips the firmware query)
+        for f in os.listdir(os.path.join(cluster.tree("n1"), "var/lib/slurmqual-recorded")):
+            if f.startswith("mlxconfig_"):
+                os.unlink(os.path.join(cluster.tree("n1"), "var/lib/slurmqual-recorded", f))
 
 
 def test_internal_exception_logs_traceback_and_never_drains(cluster):

@@ -284,7 +284,7 @@ def main(args: argparse.Namespace) -> int:
         store_error, burnin_facts = str(exc), {}
         print(f"slurmqual: burn-in store unusable, burn-in columns left empty: {exc}", file=sys.stderr)
     from .. import nodestate
-    from ..configproblem import DEFAULT_STATE_DIR, current, read_all
+    from ..configproblem import RECORD_STATE_DIR, current, read_all
 
     state, unreadable = nodestate.read_all(state_dir, set(names))
     if unreadable:  # their nodes show no hook results; say why rather than hide it
@@ -292,7 +292,7 @@ def main(args: argparse.Namespace) -> int:
               f"{', '.join(unreadable[:10])}{' ...' if len(unreadable) > 10 else ''}", file=sys.stderr)
     facts = gather(nodes, state, nodestate.requalify_pending(state_dir), burnin_facts,
                    retest_notes(config, adapter, burnin_facts))
-    problems = current(read_all([DEFAULT_STATE_DIR, state_dir], set(names)),
+    problems = current(read_all([RECORD_STATE_DIR, state_dir], set(names)),
                        {n: st.time for n, st in state.items()})
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
     add_gpus(table, burnin_facts)

@@ -284,10 +284,10 @@ def run_check(root: str, prefix: str, slurm_conf: str | None, node: str | None, 
 def _check_config_problem(findings: list[Finding], root: str, node: str | None, state_dirs: list[str]) -> None:
     """A hook that could not use the site config since the node's last judged run (configproblem.py)."""
     from .. import nodestate
-    from ..configproblem import DEFAULT_STATE_DIR, current, line, read_all
+    from ..configproblem import RECORD_STATE_DIR, current, line, read_all
 
     node = node or socket.gethostname().split(".")[0]
-    dirs = [under(root, d) for d in [DEFAULT_STATE_DIR, *state_dirs]]
+    dirs = [under(root, d) for d in [RECORD_STATE_DIR, *state_dirs]]
     last = {node: max((st.time for d in dirs for st in nodestate.read_all(d, {node})[0].values()), default=None)}
     for n, rec in current(read_all(dirs, {node}), last).items():
         findings.append(Finding(False, "hooks", f"no checks run: {line(n, rec)}",
