@@ -367,6 +367,18 @@ class Requalify:
         self.jobs = []
         return analysis
 
+    @staticmethod
+    def _burnin_reason(analysis: dict, node: str, v: dict) -> str:
+        """Why a node the burn-in did not drain ends drained: a `fail` (the
+        analysis leaves a node in requalify's maintenance reservation to
+        requalify) gets the burn-in's own reason, naming the NIC or the median;
+        anything else (untested, retest) says so."""
+        if v["verdict"] == "fail" and v.get("score") is not None:
+            from .burnin.runner import drain_reason
+
+            return drain_reason(analysis, node, v["score"])
+        return reasons.make("requalify", f"burn-in {v['verdict']}, score {v['score']}")
+
     def _verdicts(self, analysis: dict, failed_checks: dict[str, str], before: dict[str, float]) -> dict:
         from .policy import precise_drain
 
@@ -402,7 +414,7 @@ class Requalify:
                 self._event_all("requalify", f"{self.id} fail, score {v['score']}; drained by the burn-in", [n])
                 self.out(f"{n}: FAIL, score {v['score']}; drained by the burn-in")
             else:
-                reason = reasons.make("requalify", f"burn-in {v['verdict']}, score {v['score']}")
+                reason = self._burnin_reason(analysis, n, v)
                 self._drain(n, reason)
                 self.decided[n] = "fail"
                 self._event_all("requalify", f"{self.id} {v['verdict']}: {reason}", [n])

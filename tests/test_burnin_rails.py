@@ -145,6 +145,20 @@ def test_one_slow_nic_drains_its_node_naming_the_nic(tmp_path):
     assert len(reason) <= 80 and a["suspect_switches"] == [] and exit_code(a) == 0
 
 
+def test_requalify_drains_a_failed_nic_with_the_burn_ins_reason_naming_it(tmp_path):
+    """The analysis leaves a node inside requalify's maintenance reservation
+    alone; requalify drains it, with the reason the burn-in would have given."""
+    from slurmqual.requalify import Requalify
+
+    raw = fake_run(tmp_path, {"rails": {"n05": {"mlx5_3": 0.45}}, "fail": ["n09"]})
+    a = judge(raw, leaves())
+    reason = Requalify._burnin_reason(a, "n05", a["nodes"]["n05"])
+    assert reason == drain_reason(a, "n05", a["nodes"]["n05"]["score"])
+    assert reason.startswith("slurmqual: burnin: mlx5_3 (rail 3) ")
+    assert a["nodes"]["n09"]["verdict"] == "untested"
+    assert Requalify._burnin_reason(a, "n09", a["nodes"]["n09"]) == "slurmqual: requalify: burn-in untested, score None"
+
+
 def test_slow_route_on_one_rail_between_good_nics_is_a_link(tmp_path):
     a_, b_ = rounds(NODES, 3)[1][2]
     raw = fake_run(tmp_path, {"rail_links": {f"{a_},{b_}": {"mlx5_2": 0.5}}})

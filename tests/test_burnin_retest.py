@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from fleet import Fabric, names, run, run_pairs
+from fleet import H100, INTRA, Fabric, names, run, run_pairs
 from slurmqual.burnin import retest, rundir, runner
 from slurmqual.burnin.plan import groups, retest_plan, rounds
 from slurmqual.burnin.rundir import write_result
@@ -295,3 +295,34 @@ def test_the_site_topology_feeds_the_plan_and_a_broken_one_is_a_clear_problem(tm
         runner.switch_map(cfg)
     problems = []
     assert runner.switch_map(cfg, log=problems.append) is None and "retest partners chosen without it" in problems[0]
+
+
+def test_requalify_retest_meets_the_references_its_first_round_left_unpaired(tmp_path):
+    """requalify reserves more reference nodes than its first round pairs with
+    (`--reference 4`, 2 partners): the run's references are every non-swapped
+    node of its scope, so the retest round pairs the borderline swapped node
+    with the two it has not met (not the same two again, which decides nothing)."""
+    from slurmqual.burnin.analyze import analyze
+    from slurmqual.requalify import pairing_rounds
+
+    cfg = config(tmp_path)
+    swapped, refs = "gpu0003", ["gpu0005", "gpu0004", "gpu0002", "gpu0001"]
+    first = pairing_rounds([swapped], refs, 2)
+    out = runner.submit(cfg, Recorder(), [swapped, *refs], None, "maint", explicit_rounds=first)
+    fabric = Fabric(net={swapped: 0.86})  # inside the margin with 2 partners, judged at the fleet's level
+    write_result(out["run_dir"], {"task": "0", "nodes": sorted([swapped, *refs]), "complete": True, "versions": {},
+                                  "measurements": [m.to_dict() for m in run_pairs([[tuple(p) for p in r] for r in first],
+                                                                                 fabric)]})
+    plan, raw, _versions = runner.load_run(out["run_dir"])
+    trusted = rundir.reference_nodes(plan)
+    assert trusted == set(refs) and rundir.reference_nodes(rundir.read_plan(new_run(tmp_path, cfg))) == set()
+    a = analyze([runner.Measurement.from_dict(d) for d in raw], plan["scope"], runner.params(cfg["burnin"]),
+                fleet_level={"all_reduce:pair": fabric.base, f"all_reduce:intra:{H100}": fabric.base * INTRA[H100]},
+                trusted=trusted)
+    assert a.nodes[swapped]["verdict"] == "retest" and set(a.nodes) == {swapped}  # references are evidence only
+    adapter = Recorder()
+    a.retest = retest.settle(cfg, out["run_dir"], plan, raw, a, 0, lambda: adapter, trusted=trusted,
+                             log=lambda _m: None)
+    rec = rundir.load_stage(out["run_dir"], 1)
+    met = {q for rnd in first for _s, q in rnd}
+    assert rec["suspects"] == [swapped] and {q for rnd in rec["rounds"] for _s, q in rnd} == set(refs) - met

@@ -154,3 +154,45 @@ def test_requalify_runs_dcgm_and_a_memory_fault_keeps_the_node_drained(cluster):
     finally:
         set_dcgm_fail(cluster.tree("n3"), {})
         cluster.run("scontrol", "update", "nodename=n3", "state=resume", check=False)
+
+
+def test_borderline_swapped_node_is_retested_within_requalify_and_decided(cluster):
+    """The swapped node is 15% slow: with its first two reference nodes that is
+    below the line but inside the margin (retest). The burn-in's analysis pairs
+    it with the two references it has not met, inside requalify's reservation
+    and time, and the final analysis decides: slow, drained with the burn-in's reason."""
+    cluster.fabric({"base": 400, "noise": 0.0, "nodes": {"n1": 0.86}})
+    try:
+        sq(cluster, "drain", "n1", "--reason", "NIC swapped")
+        p = sq(cluster, "requalify", "n1", "--reference", "4", "--json")
+        assert p.returncode == 1, p.stdout + p.stderr
+        run_dir = os.path.join(cluster.base, "runs", re.search(r"burn-in (\S+): task job", p.stdout).group(1))
+        with open(os.path.join(run_dir, "analysis.json")) as fh:
+            a = json.load(fh)
+        assert a["nodes"]["n1"]["verdict"] == "fail", (a["nodes"]["n1"], a["problems"], a["retest"], p.stdout)
+        m = re.search(r"\nn1: FAIL: drained \((slurmqual: burnin: busbw \d+\.\d GB/s < 90% of median 39\d\.\d)\)\n", p.stdout)
+        assert m and drained(cluster) == {"n1": m.group(1)}, p.stdout  # the burn-in's reason; references in service
+        assert re.search(r"burn-in: retest round 1 of 2 submitted: task jobs \d+, analysis job \d+\n", p.stdout), \
+            p.stdout
+        result = json.loads(p.stdout.strip().splitlines()[-1])
+        assert result["n1"]["result"] == "fail", result
+        with open(os.path.join(run_dir, "plan.json")) as fh:
+            first_refs = {q for rnd in json.load(fh)["rounds"] for _n, q in rnd}
+        with open(os.path.join(run_dir, "retest-1.json")) as fh:
+            stage1 = json.load(fh)
+        assert stage1["suspects"] == ["n1"] and stage1["state"] == "submitted"
+        new_refs = {q for rnd in stage1["rounds"] for _n, q in rnd}
+        assert len(first_refs) == len(new_refs) == 2 and first_refs | new_refs == {"n2", "n3", "n4", "n5"}
+        with open(os.path.join(run_dir, "results", "task-r1-0.json")) as fh:
+            res = json.load(fh)
+        assert res["complete"] and all(m["retest"] == 1 for m in res["measurements"])
+        assert {tuple(m["nodes"]) for m in res["measurements"] if len(m["nodes"]) == 2} == \
+            {tuple(p) for rnd in stage1["rounds"] for p in rnd}
+        # The analysis leaves a node in requalify's maintenance reservation alone; requalify drains it.
+        assert a["retest"]["round"] == 1 and a["retest"]["final"] is True and a["drain"] == []
+        assert set(a["nodes"]) == {"n1"} and not [x for x in a["problems"] if re.match(r"n[2-5]: ", x)]  # evidence only
+        assert reservations(cluster) == "No reservations in the system"
+        assert not os.path.exists(os.path.join(cluster.state_dir, "requalify", "n1.json"))
+    finally:
+        cluster.fabric({"base": 400})
+        cluster.run("scontrol", "update", "nodename=n1", "state=resume", check=False)

@@ -136,6 +136,15 @@ def read_plan(run_dir: str) -> dict:
     return plan
 
 
+def reference_nodes(plan: dict) -> set[str]:
+    """A requalify run's reference nodes: every node of its scope that is not a
+    swapped one (the first of each explicit pair), those its first round left
+    unpaired included: they are the retest rounds' new partners. Empty for a
+    fleet run (no explicit rounds)."""
+    swapped = {pair[0] for rnd in plan.get("rounds") or [] for pair in rnd}
+    return set(plan.get("scope") or []) - swapped if swapped else set()
+
+
 def _plan_or_none(run_dir: str) -> dict | None:
     try:
         return read_plan(run_dir)

@@ -345,8 +345,9 @@ def _analyze(args, config) -> int:
 
         with existing(config["store"]["path"]) as store:
             level = store.fleet_medians() if store else {}
-        # requalify pairs each swapped node with reference nodes: (swapped, reference)
-        refs = {pair[1] for rnd in plan["rounds"] for pair in rnd} - {pair[0] for rnd in plan["rounds"] for pair in rnd}
+        # requalify pairs each swapped node with reference nodes: (swapped, reference); the
+        # references its first round did not pair are the retest rounds' unmet partners
+        refs = rundir.reference_nodes(plan)
         analysis = analyze([Measurement.from_dict(d) for d in raw], scope, runner.params(config["burnin"]),
                            runner.baselines_from_store(config), fleet_level=level, trusted=refs)
         analysis.run_kind = "requalify"
