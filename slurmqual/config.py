@@ -15,7 +15,6 @@ except ImportError:  # pragma: no cover - depends on the Python
         from _sha2 import sha256
     except ImportError:
         from hashlib import sha256
-import json
 import os
 
 from . import __version__
@@ -228,9 +227,10 @@ def _write_cache(path: str, digest: str, data: dict) -> None:
     """Best effort, atomic; a cache we cannot write only costs speed."""
     try:
         from .atomic import ensure_dir, write_text
+        from .leanjson import dumps
 
         ensure_dir(os.path.dirname(path))
-        write_text(path, json.dumps({"digest": digest, "config": data}))
+        write_text(path, dumps({"digest": digest, "config": data}))
     except OSError:
         pass
 

@@ -9,7 +9,6 @@ links both stay inside the root and never escape it through `..`.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import posixpath
 import stat
@@ -79,14 +78,17 @@ def read_regular(path: str, limit: int, *, nofollow: bool = False) -> bytes:
 def load_json_text(text: str | bytes):
     """json.loads that turns every way hostile JSON can fail into ValueError:
     non-UTF-8 bytes and nesting deep enough to hit the interpreter's recursion
-    limit (the decoder raises RecursionError, which callers do not expect)."""
+    limit (the decoder raises RecursionError, which callers do not expect).
+    Through leanjson: the prolog reads the config cache with it."""
+    from .leanjson import loads
+
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        return json.loads(text)
+        return loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
 

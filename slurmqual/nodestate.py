@@ -23,11 +23,14 @@ swap not yet requalified: {time, changes} or null).
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from .leanjson import dumps, loads  # the prolog reads and writes this file before every job: no `import json`
 from .records import dataclass, field
+
+TYPE_CHECKING = False  # as in checks/__init__.py: collections.abc imports collections (~1.5 ms a prolog)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 _RANK = {"pass": 0, "na": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
 VERSION_FIELDS = ("driver", "nic_fw", "kernel", "nccl")
@@ -154,11 +157,13 @@ def read(state_dir: str, node: str) -> NodeState | None:
     target = path(state_dir, node)
     try:
         with open(target, encoding="utf-8") as fh:
-            st = NodeState.from_dict(json.load(fh))
+            st = NodeState.from_dict(loads(fh.read()))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError) as exc:   # StateError is a ValueError
         raise StateError(f"{target}: {exc}") from None
+    except RecursionError:
+        raise StateError(f"{target}: JSON nested too deeply") from None
     if st.node != node:
         raise StateError(f"{target}: holds node {st.node!r}")
     return st
@@ -218,7 +223,7 @@ def update(state_dir: str, node: str, change: Callable[[NodeState], None], *, du
                 warn(f"replacing unusable node state file: {exc}")
             st = NodeState(node)
         change(st)
-        write_text(target, json.dumps(st.to_dict()), durable=durable)
+        write_text(target, dumps(st.to_dict()), durable=durable)
         return st
     finally:
         os.close(fd)  # closing releases the lock
@@ -294,7 +299,7 @@ def mark_requalify(state_dir: str, nodes: list[str], run_id: str) -> None:
     for n in nodes:
         path(state_dir, n)  # refuses a name that is not a file name
         write_text(os.path.join(requalify_dir(state_dir), f"{n}.json"),
-                   json.dumps({"node": n, "id": run_id, "pid": os.getpid(), "time": time.time()}))
+                   dumps({"node": n, "id": run_id, "pid": os.getpid(), "time": time.time()}))
 
 
 def unmark_requalify(state_dir: str, nodes: list[str]) -> None:

@@ -23,8 +23,8 @@ LAYER_NAMES = ["core", "engine", "flows", "commands", "cli"]
 LAYERS: dict[str, int] = {
     # core: no knowledge of checks, Slurm or flows
     "slurmqual": CORE, "slurmqual.atomic": CORE, "slurmqual.command": CORE, "slurmqual.fsroot": CORE,
-    "slurmqual.names": CORE, "slurmqual.records": CORE, "slurmqual.result": CORE, "slurmqual.security": CORE,
-    "slurmqual.data": CORE, "slurmqual.hooklog": CORE,
+    "slurmqual.leanjson": CORE, "slurmqual.names": CORE, "slurmqual.records": CORE, "slurmqual.result": CORE,
+    "slurmqual.security": CORE, "slurmqual.data": CORE, "slurmqual.hooklog": CORE,
     # engine: checks and probes, config, Slurm access, the stores and their formats, judging
     "slurmqual.checks": ENGINE, "slurmqual.checks.": ENGINE, "slurmqual.probe": ENGINE, "slurmqual.probe.": ENGINE,
     "slurmqual.slurm": ENGINE, "slurmqual.slurm.": ENGINE,

@@ -3,8 +3,6 @@ A node without it floods the fabric; PFC pauses then stall every other rank."""
 
 from __future__ import annotations
 
-import re
-
 from ..probe import rdma
 from ..result import CheckResult, Status
 from . import CheckSpec
@@ -70,13 +68,15 @@ def judge_sysfs(flags: dict[str, dict[str, dict[int, str]]], priorities: list[in
     return problems, devices
 
 
-_MASK = re.compile(r"^\s*(ROCE_CC_PRIO_MASK_P\d)\s+(\S+)", re.M)
+_MASK = r"(?m)^\s*(ROCE_CC_PRIO_MASK_P\d)\s+(\S+)"  # for `re`, imported at --level standard only
 
 
 def parse_mlxconfig(text: str) -> dict[str, int]:
     """ROCE_CC_PRIO_MASK_P<n> values from `mlxconfig -d DEV query ...` output."""
+    import re
+
     out = {}
-    for key, value in _MASK.findall(text):
+    for key, value in re.findall(_MASK, text):
         m = re.search(r"\((\d+)\)$", value) or re.match(r"^(\d+)$", value)
         if m:
             out[key] = int(m.group(1))

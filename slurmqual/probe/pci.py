@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from ..records import dataclass
 
 from ..fsroot import FsError, FsRoot
+from . import leading_number
 
 NVIDIA = 0x10DE
 MELLANOX = 0x15B3
-_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_bdf(name: str) -> bool:
+    """A PCI address as sysfs writes it, domain included: 0000:3b:00.1 (lower-case hex, function 0-7)."""
+    return (len(name) == 12 and name[4] == ":" and name[7] == ":" and name[10] == "." and name[11] in "01234567"
+            and all(c in _HEX for c in name[:4] + name[5:7] + name[8:10]))
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,7 @@ class PciDevice:
     @property
     def upstream(self) -> list[str]:
         """PCI addresses between the host bridge and this device, nearest last."""
-        return [p for p in self.path.split("/") if _BDF.match(p)][:-1]
+        return [p for p in self.path.split("/") if is_bdf(p)][:-1]
 
     @property
     def switch(self) -> str | None:
@@ -63,7 +69,7 @@ def gpus(fs: FsRoot) -> list[PciDevice]:
     if found:
         return found
     return [PciDevice(b, NVIDIA, 0x030200, f"/proc/driver/nvidia/gpus/{b}")
-            for b in fs.listdir("/proc/driver/nvidia/gpus") if _BDF.match(b)]
+            for b in fs.listdir("/proc/driver/nvidia/gpus") if is_bdf(b)]
 
 
 def numa_node(fs: FsRoot, bdf: str) -> int:
@@ -93,10 +99,10 @@ class LinkState:
 
 def _gts(fs: FsRoot, path: str) -> float:
     text = fs.read(path).strip()
-    m = re.match(r"^([0-9.]+)\s*GT/s", text)
-    if not m:
+    number = leading_number(text, "GT/s")
+    if number is None:
         raise FsError(path, f"expected e.g. '32.0 GT/s PCIe', found {text[:40]!r}")
-    return float(m.group(1))
+    return float(number)
 
 
 def link_state(fs: FsRoot, bdf: str) -> LinkState:

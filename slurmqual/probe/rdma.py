@@ -6,10 +6,10 @@ needs them, so a missing `rate` file errors nic_link without hiding dcqcn.
 
 from __future__ import annotations
 
-import re
 from ..records import dataclass
 
 from ..fsroot import FsError, FsRoot
+from . import leading_number
 
 
 @dataclass(frozen=True)
@@ -55,16 +55,13 @@ def state_name(text: str) -> str:
     return text.split(":", 1)[1].strip() if ":" in text else text.strip()
 
 
-_RATE = re.compile(r"^([0-9.]+)\s*Gb/sec")
-
-
 def rate_gbps(fs: FsRoot, port: Port) -> float:
     path = f"{port.base}/rate"
     text = fs.read(path).strip()
-    m = _RATE.match(text)
-    if not m:
+    number = leading_number(text, "Gb/sec")
+    if number is None:
         raise FsError(path, f"expected e.g. '400 Gb/sec (4X NDR)', found {text[:40]!r}")
-    return float(m.group(1))
+    return float(number)
 
 
 def netdevs(fs: FsRoot, port: Port) -> list[str]:
