@@ -183,7 +183,9 @@ class RemediationCfg(Strict):
     xid: dict[str, Literal["none", "reset", "reboot", "drain", "rma"]] = {}   # TOML: `79 = "drain"`
     # At most max_auto automatic actions (reset, reboot) per node within window_s;
     # the next failure drains with the history in the reason (a person decides).
+    # window: a duration ("7d", "36h", "1d12h"); window_s: the same in seconds (either, not both).
     max_auto: int = Field(2, ge=0, le=100)
+    window: str | None = None
     window_s: float = Field(7 * 86400.0, gt=0)
     # Fleet guard for reboots in flight (like the hook drain guard, its own limit):
     # at most max(reboot_guard_min, reboot_guard_fraction of the nodes) at once; a
@@ -202,6 +204,27 @@ class RemediationCfg(Strict):
         if unknown:
             raise ValueError(f"unknown check {unknown}; known: {', '.join(REGISTRY)}")
         return v
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window_duration(cls, v: object) -> object:
+        from .remediation import parse_duration
+
+        if v is not None and not isinstance(v, str):
+            raise ValueError('a duration string such as "7d" (or window_s = seconds)')
+        if v is not None:
+            parse_duration(v)
+        return v
+
+    @model_validator(mode="after")
+    def _window_in_seconds(self) -> "RemediationCfg":
+        from .remediation import parse_duration
+
+        if self.window is not None:
+            if "window_s" in self.model_fields_set:
+                raise ValueError("set remediation.window or remediation.window_s, not both")
+            self.window_s = parse_duration(self.window)
+        return self
 
     @field_validator("xid")
     @classmethod

@@ -395,7 +395,7 @@ def _hold_swapped(hook, node, state, config, log) -> int:
     except SlurmError as exc:
         log.error("%s %s: cannot read node state from Slurm: %s", hook, node, exc)
         return 1 if hook == "prolog" else 0
-    if info is not None and info.drained and info.reason == reason:
+    if info is not None and info.drained and info.reason in hwid.held_reasons(state.swap):
         return 1 if hook == "prolog" else 0
     drained = _drain(hook, node, reason, info, adapter, config, log)
     return 1 if hook == "prolog" and drained else 0

@@ -9,7 +9,8 @@ sees it before the node registers).
 A part present before and now with another serial/UUID/GUID is a *swap*:
 the node is held drained `slurmqual: swap: <what> <old> -> <new>: requalify`
 until `slurmqual requalify --swapped` passes it; the swapped part's counter
-windows and Xid events start fresh. A part that vanished is not a swap (its
+windows and Xid events start fresh. A failed requalify drains the node with
+its own reason, which then holds the node in the swap's place. A part that vanished is not a swap (its
 check fails); its last identity is kept, so it is compared when it returns.
 """
 
@@ -84,6 +85,13 @@ def swap_reason(swap: dict) -> str:
     first = describe(found[0]) if found else "hardware changed"
     more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
     return reasons.make("swap", f"{first}{more}: requalify")
+
+
+def held_reasons(swap: dict) -> set[str]:
+    """Drain reasons that hold a swapped node: the swap's own, or the reason
+    a failed requalify of it drained the node with (nodestate.fail_swap)."""
+    failed = (swap.get("failed") or {}).get("reason")
+    return {swap_reason(swap), *([failed] if isinstance(failed, str) else [])}
 
 
 def merge(old: dict[str, dict], new: dict[str, dict]) -> dict[str, dict]:

@@ -18,7 +18,8 @@ drain_known (whether `drain` reflects what Slurm said; a new file does not know)
 remediation (the repair ladder's actions on the node, oldest first, each
 {time, action, check, detail, gpus, hook}; kept REMEDIATION_KEEP_S),
 hardware (the node's hardware identity: hwid.py) and swap (a detected part
-swap not yet requalified: {time, changes} or null).
+swap not yet requalified: {time, changes, failed} or null; failed: the last
+requalify since the swap failed, {time, reason}, or absent).
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ def _ladder_fields(data: dict) -> tuple[list[dict], dict, dict | None]:
     swap = data.get("swap")
     if swap is not None and not isinstance(swap, dict):
         raise StateError("'swap' is neither an object nor null")
+    if swap is not None and not isinstance(swap.get("failed", {}), dict):
+        raise StateError("'swap.failed' is not an object")
     return list(history), dict(hardware), swap
 
 
@@ -281,6 +284,19 @@ def clear_swap(state_dir: str, node: str) -> NodeState:
     """Requalify passed the node: its swap is settled."""
     def change(st: NodeState) -> None:
         st.swap = None
+
+    return update(state_dir, node, change)
+
+
+def fail_swap(state_dir: str, node: str, reason: str, now: float | None = None) -> NodeState:
+    """Requalify failed the swapped node, drained with `reason`: that reason now
+    stands for the swap (hooks keep it), and `requalify --swapped` leaves the
+    node to an admin until a new swap or a passing `requalify NODE`."""
+    now = time.time() if now is None else now
+
+    def change(st: NodeState) -> None:
+        if st.swap is not None:
+            st.swap = dict(st.swap, failed={"time": now, "reason": reason})
 
     return update(state_dir, node, change)
 

@@ -12,7 +12,7 @@ Actions, mildest first:
 Several failing checks: the node gets the most severe of their actions.
 
 Caps: at most remediation.max_auto automatic actions (reset, reboot) per node
-within remediation.window_s; the next failure *escalates* to a drain whose
+within remediation.window ("7d"; or window_s in seconds); the next failure *escalates* to a drain whose
 reason carries the history (`slurmqual: xid: after 2 reboots in 7d; Xid 79 ...`).
 An escalated drain is never resumed by a hook: a person decides.
 
@@ -118,6 +118,26 @@ def history_text(counts: dict[str, int], window_s: float) -> str:
     """'2 reboots in 7d', '1 reset, 1 reboot in 7d'."""
     parts = [f"{n} {a}{'s' if n != 1 else ''}" for a, n in sorted(counts.items(), key=lambda kv: SEVERITY[kv[0]])]
     return f"{', '.join(parts)} in {duration(window_s)}"
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'7d' -> 604800.0; '1d12h', '90m', '2w' (units s, m, h, d, w): the
+    config's `remediation.window`. ValueError saying the expected form."""
+    t = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(t):
+        if t[pos:m.start()].strip():
+            break
+        total += float(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    if not t or t[pos:].strip() or pos == 0 or total <= 0:
+        raise ValueError(f"expected a duration such as \"7d\", \"36h\" or \"1d12h\" (units s, m, h, d, w), "
+                         "above zero")
+    return total
 
 
 def duration(seconds: float) -> str:

@@ -195,14 +195,26 @@ class Requalify:
                 self.out(f"WARNING: {n}: could not drain ({reason}): {exc}")
         self._event_all("requalify", f"{self.id} did not finish: {why}", todo)
 
-    def _settle_swap(self, node: str) -> None:
-        """A swapped part (hwid.py) is settled once its node passes."""
-        from .nodestate import StateError, clear_swap
+    def _settle_swap(self, node: str, failed: str | None = None) -> None:
+        """A swapped part (hwid.py) is settled once its node passes; a fail
+        leaves it swapped, held by the failure's drain reason `failed`."""
+        from .nodestate import StateError, clear_swap, fail_swap
 
         try:
-            clear_swap(self.state_dir, node)
+            if failed is None:
+                clear_swap(self.state_dir, node)
+            else:
+                fail_swap(self.state_dir, node, failed)
         except (OSError, ValueError, StateError) as exc:
-            self.out(f"WARNING: {node}: could not clear its swap record: {exc}")
+            self.out(f"WARNING: {node}: could not record its swap's requalify: {exc}")
+
+    def _drained_reason(self, node: str) -> str | None:
+        """Our reason the node is drained with now (the burn-in's own drain)."""
+        try:
+            cur = {i.name: i for i in self.adapter.node_info(node)}.get(node)
+        except Exception:  # noqa: BLE001 - the record is a help, not the verdict
+            return None
+        return cur.reason if cur is not None and cur.drained and reasons.is_ours(cur.reason) else None
 
     def _drain(self, node: str, reason: str) -> None:
         """A verdict's drain, through the shared ownership rules."""
@@ -396,6 +408,7 @@ class Requalify:
                     self._drain(n, reason)
                 summary[n] = {"result": "fail", "reason": reason}
                 self.decided[n] = "fail"
+                self._settle_swap(n, reason)
                 self.out(f"{n}: FAIL: {reason}")
                 self._event_all("requalify", f"{self.id} fail: {reason}", [n])
                 continue
@@ -411,12 +424,16 @@ class Requalify:
             elif n in analysis.get("drain", []):
                 summary[n] = {"result": "fail", "score": v["score"]}
                 self.decided[n] = "fail"
+                burnin_reason = self._drained_reason(n)
+                if burnin_reason:
+                    self._settle_swap(n, burnin_reason)
                 self._event_all("requalify", f"{self.id} fail, score {v['score']}; drained by the burn-in", [n])
                 self.out(f"{n}: FAIL, score {v['score']}; drained by the burn-in")
             else:
                 reason = self._burnin_reason(analysis, n, v)
                 self._drain(n, reason)
                 self.decided[n] = "fail"
+                self._settle_swap(n, reason)
                 self._event_all("requalify", f"{self.id} {v['verdict']}: {reason}", [n])
                 summary[n] = {"result": v["verdict"], "score": v["score"], "reason": reason}
                 self.out(f"{n}: {v['verdict'].upper()}: drained ({reason})")

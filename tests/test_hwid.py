@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from slurmqual import hwid
 from slurmqual.nodetree import add_kmsg, set_gpu_serial
 from test_hooks_unit import _fresh_logger, calls, run, setup  # noqa: F401 - the fixture is used by name
@@ -86,3 +88,55 @@ def test_requalify_swapped_finds_only_nodes_that_are_ours_to_requalify(tmp_path)
         NodeInfo("n2", "idle", ("DRAIN",), "admin: waiting for the vendor"),
         NodeInfo("n3", "idle")])
     assert swapped_nodes(config, fake) == ["n1"]
+
+
+def test_a_failed_requalify_holds_the_swap_with_its_reason_and_the_timer_skips_it(tmp_path, capsys):
+    from slurmqual.commands.requalify import swapped_nodes
+    from slurmqual.config import load
+    from slurmqual.nodestate import StateError, fail_swap, read, record_hardware
+    from slurmqual.slurm.adapter import NodeInfo
+    from slurmqual.testing import FakeAdapter
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[hooks]\nstate_dir = "{tmp_path}/state"\n')
+    config = load(str(cfg), use_cache=False)
+    state_dir = config["hooks"]["state_dir"]
+    for serial in ("1", "2"):
+        record_hardware(state_dir, "n1", {"gpu:0000:18:00.0": {"serial": serial, "index": 0}})
+    failure = "slurmqual: peermem: nvidia_peermem not loaded"
+    fail_swap(state_dir, "n1", failure)
+    swap = read(state_dir, "n1").swap
+    assert swap["failed"]["reason"] == failure
+    assert hwid.held_reasons(swap) == {failure, "slurmqual: swap: GPU 0 serial 1 -> 2: requalify"}
+    fake = FakeAdapter.with_nodes([NodeInfo("n1", "idle", ("DRAIN",), failure)])
+    assert swapped_nodes(config, fake) == []
+    assert f"n1: swapped, but its requalify failed ({failure}); skipped: fix it, then `slurmqual requalify n1`" \
+        in capsys.readouterr().out
+    # Another swap since: the timer picks it up again.
+    record_hardware(state_dir, "n1", {"gpu:0000:18:00.0": {"serial": "3", "index": 0}})
+    assert "failed" not in read(state_dir, "n1").swap and swapped_nodes(config, fake) == ["n1"]
+    # A malformed record is a clear state error, not a crash of the timer.
+    path = tmp_path / "state" / "nodes" / "n1.json"
+    data = json.loads(path.read_text())
+    data["swap"]["failed"] = "yes"
+    path.write_text(json.dumps(data))
+    with pytest.raises(StateError, match="'swap.failed' is not an object"):
+        read(state_dir, "n1")
+
+
+def test_hooks_keep_a_failed_requalifys_reason_on_a_swapped_node(tmp_path, monkeypatch):
+    from slurmqual.nodestate import fail_swap
+
+    failure = "slurmqual: peermem: nvidia_peermem not loaded"
+    root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason=failure, extra=HC)   # how Slurm shows the node
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    set_gpu_serial(root, 0, "1652300000777")
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    # Before any requalify the swap's own reason holds the node...
+    assert any("reason=slurmqual: swap: GPU 0 serial" in c for c in calls(log)[n:]), calls(log)[n:]
+    fail_swap(str(tmp_path / "state"), "n1", failure)   # ...after a failed one, the failure's reason does
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert [c for c in calls(log)[n:] if c.startswith("update")] == []   # not turned back into the swap reason
+    assert run(monkeypatch, cfg, "prolog") == 1

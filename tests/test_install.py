@@ -356,3 +356,94 @@ def test_versioned_prefixes_behind_a_symlink_upgrade_and_roll_back(tmp_path):
     assert bad.returncode == 1 and "PROBLEM  prolog run: the hook cannot find Python/slurmqual" in bad.stdout
     flip("slurmqual-1")
     assert node.check().returncode == 0
+
+
+UNITS = "etc/systemd/system"
+SERVICE, TIMER = "slurmqual-requalify-swapped.service", "slurmqual-requalify-swapped.timer"
+
+
+def test_head_node_units_are_opt_in_written_with_this_venv_idempotent_and_dry_run(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    os.chmod(tmp_path, 0o755)
+    sq("--root", str(root), check=True)
+    assert not (root / UNITS).exists()   # a compute node's install writes no units
+    dry = sq("--root", str(root), "--head-node", "--dry-run", check=True)
+    assert f"would write file 0644 root:root: /etc/systemd/system/{SERVICE}" in dry.stdout
+    assert f"would link -> /etc/systemd/system/{TIMER}: /etc/systemd/system/timers.target.wants/{TIMER}" in dry.stdout
+    assert not (root / UNITS).exists()
+    sq("--root", str(root), "--head-node", check=True)
+    service = (root / UNITS / SERVICE).read_text()
+    assert f"ExecStart={sys.executable} -I -m slurmqual requalify --swapped\n" in service
+    assert service.startswith("# Written by `slurmqual install --head-node`")
+    for name in (SERVICE, TIMER):
+        st = (root / UNITS / name).stat()
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o644, 0, 0)
+    assert "OnUnitInactiveSec=15min" in (root / UNITS / TIMER).read_text()
+    assert os.readlink(root / UNITS / "timers.target.wants" / TIMER) == f"/etc/systemd/system/{TIMER}"
+    before = tree_state(root)
+    assert "nothing to do" in sq("--root", str(root), "--head-node", check=True).stdout
+    assert tree_state(root) == before
+    # A moved venv: the units follow the python install is run with.
+    moved = sq("--root", str(root), "--head-node", "--python", "/opt/sq2/bin/python3", check=True).stdout
+    assert f"rewrite file 0644 root:root (content changed): /etc/systemd/system/{SERVICE}" in moved
+    assert "ExecStart=/opt/sq2/bin/python3 -I -m slurmqual requalify --swapped\n" in (root / UNITS / SERVICE).read_text()
+
+
+def test_head_node_units_pass_systemd_analyze_verify(tmp_path):
+    import shutil
+
+    from slurmqual.nodeinstall.check import verify_units
+
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed here: the units' syntax is not verified")
+    node = Node(tmp_path, healthy_tree=False)
+    node.write_config()
+    root = tmp_path / "root"
+    root.mkdir()
+    sq("--root", str(root), "--config", node.config, "--head-node", check=True)
+    units = [str(root / UNITS / n) for n in (SERVICE, TIMER)]
+    assert f"--config {node.config}\n" in open(units[0]).read()
+    good = verify_units(shutil.which("systemd-analyze"), units)   # what install --check runs on a head node
+    assert good.ok and good.detail == "systemd-analyze verify: no complaints", good
+    # ... and it does complain when ExecStart's python is gone (the verify is a real one).
+    sq("--root", str(root), "--config", node.config, "--head-node", "--python", str(tmp_path / "gone" / "python3"),
+       check=True)
+    bad = verify_units(shutil.which("systemd-analyze"), units)
+    assert not bad.ok and f"Command {tmp_path}/gone/python3 is not executable" in bad.detail, bad
+
+
+def test_check_verifies_the_head_node_units_when_installed(tmp_path):
+    node = installed(tmp_path)
+    plain = node.check("--no-hook-run")
+    assert plain.returncode == 0 and "head-node unit" not in plain.stdout and "requalify timer" not in plain.stdout
+    # Never the machine's own /etc/systemd: a head node's tree, checked under --root, its venv inside it.
+    root = tmp_path / "root"
+    (root / "venv" / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, root / "venv" / "bin" / "python3")
+    sq("--root", str(root), "--head-node", "--python", "/venv/bin/python3", check=True)
+    (root / "etc" / "slurm").mkdir(parents=True)
+    (root / "etc" / "slurm" / "slurm.conf").write_text("ClusterName=test\n" + sq("--snippet", check=True).stdout)
+
+    def check_root():
+        return sq("--check", "--root", str(root), "--no-hook-run", "--node", "n1", "--slurm-version", "24.11")
+
+    good = check_root()
+    assert good.returncode == 0, good.stdout
+    assert f"ok       head-node unit: /etc/systemd/system/{SERVICE}" in good.stdout
+    assert "ok       requalify timer python: /venv/bin/python3" in good.stdout
+    assert f"ok       requalify timer: enabled (/etc/systemd/system/timers.target.wants/{TIMER})" in good.stdout
+    assert "systemd-analyze verify skipped (" in good.stdout
+    os.unlink(root / UNITS / "timers.target.wants" / TIMER)
+    os.chmod(root / UNITS / SERVICE, 0o666)
+    bad = check_root()
+    assert bad.returncode == 1
+    assert f"PROBLEM  requalify timer: {TIMER} is not enabled" in bad.stdout
+    assert f"PROBLEM  head-node unit: {root}/{UNITS}/{SERVICE} is writable by group/others (mode 0666)" in bad.stdout
+    assert "fix: slurmqual install --head-node" in bad.stdout
+    sq("--root", str(root), "--head-node", "--python", "/gone/bin/python3", check=True)   # puts both right
+    gone = check_root()
+    assert gone.returncode == 1 and "requalify timer: enabled" in gone.stdout
+    assert f"PROBLEM  requalify timer python: /etc/systemd/system/{SERVICE} runs /gone/bin/python3, " \
+           "which does not exist: swapped nodes stay drained" in gone.stdout, gone.stdout
+    assert "fix: reinstall slurmqual into that venv, or re-run `slurmqual install --head-node`" in gone.stdout

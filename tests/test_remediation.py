@@ -59,6 +59,33 @@ def test_cap_escalates_with_the_history_in_the_reason():
     assert plain.action == "drain" and not remediation.is_escalated(plain.reason)
 
 
+def test_window_is_a_duration_string_from_the_config_file(tmp_path):
+    from slurmqual.config import ConfigError, load
+
+    def config(text: str):
+        path = tmp_path / "c.toml"
+        path.write_text("[remediation]\nenabled = true\nmax_auto = 1\n" + text)
+        return load(str(path), use_cache=False)["remediation"]
+
+    now = time.time()
+    reboot_30h_ago = [{"time": now - 30 * 3600, "action": "reboot"}]
+    fault = [xid_result((79, "0000:18:00", "GPU has fallen off the bus."))]
+    cfg = config('window = "1d12h"\n')
+    assert cfg["window_s"] == 36 * 3600
+    p = remediation.plan(fault, reboot_30h_ago, cfg, now)
+    assert p.action == "drain" and p.escalated == "1 reboot in 36h"     # within the window: capped
+    assert remediation.plan(fault, reboot_30h_ago, config('window = "1d"\n'), now).action == "reboot"
+    assert config("window_s = 86400\n")["window_s"] == 86400            # the seconds key still works
+    assert config("")["window_s"] == 7 * 86400                          # default: 7 days
+    for text, want in [('window = "7 days"', 'remediation.window: expected a duration such as "7d"'),
+                       ('window = "0h"', "remediation.window: expected a duration"),
+                       ("window = 7", 'remediation.window: a duration string such as "7d"'),
+                       ('window = "7d"\nwindow_s = 86400', "set remediation.window or remediation.window_s, not both")]:
+        with pytest.raises(ConfigError) as err:
+            config(text + "\n")
+        assert want in str(err.value) and str(tmp_path / "c.toml") in str(err.value), str(err.value)
+
+
 def test_ownership_of_ladder_reasons():
     from slurmqual import policy
 

@@ -9,11 +9,12 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from slurm_fixtures import start_cluster, stop_cluster
-from slurmqual.nodetree import add_module, remove_module, set_dcgm_fail
+from slurmqual.nodetree import add_module, remove_module, set_dcgm_fail, set_gpu_serial
 
 pytestmark = pytest.mark.slurm
 
@@ -196,3 +197,60 @@ def test_borderline_swapped_node_is_retested_within_requalify_and_decided(cluste
     finally:
         cluster.fabric({"base": 400})
         cluster.run("scontrol", "update", "nodename=n1", "state=resume", check=False)
+
+
+def swap_gpu(cluster, name: str, serial: str) -> str:
+    """Replace GPU 3 of `name` (its recorded nvidia-smi report); the health check
+    (every few seconds) holds the node drained as swapped. Returns that reason.
+    The earlier tests' hook drains count in the fleet guard's window (limit 2):
+    cleared as an admin would (`<state_dir>/guard/drains`), so this one is not held."""
+    import shutil
+
+    shutil.rmtree(os.path.join(cluster.state_dir, "guard", "drains"), ignore_errors=True)
+    state = os.path.join(cluster.state_dir, "nodes", f"{name}.json")
+    cluster.wait_for(lambda: os.path.exists(state) and "gpu:0000:4b:00.0" in json.load(open(state)).get("hardware", {}),
+                     30, f"{name}'s hardware identity recorded by its health check")
+    old = json.load(open(state))["hardware"]["gpu:0000:4b:00.0"]["serial"]
+    set_gpu_serial(cluster.tree(name), 3, serial)
+    reason = f"slurmqual: swap: GPU 3 serial {old} -> {serial}: requalify"
+    cluster.wait_for(lambda: drained(cluster).get(name) == reason, 30, f"{name} drained as swapped")
+    return reason
+
+
+def test_requalify_swapped_passes_a_swapped_node_clears_the_swap_and_resumes_it(cluster):
+    swap_gpu(cluster, "n1", "1652399999901")
+    p = sq(cluster, "requalify", "--swapped", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "swapped: n1" in p.stdout
+    assert json.loads(p.stdout.strip().splitlines()[-1])["n1"]["result"] == "pass"
+    state = json.load(open(os.path.join(cluster.state_dir, "nodes", "n1.json")))
+    assert state["swap"] is None and state["hardware"]["gpu:0000:4b:00.0"]["serial"] == "1652399999901"
+    assert "n1" not in drained(cluster) and reservations(cluster) == "No reservations in the system"
+    time.sleep(cluster.health_interval * 2 + 1)   # health checks ran since: the node stays in service
+    assert "n1" not in drained(cluster)
+    again = sq(cluster, "requalify", "--swapped")
+    assert again.returncode == 0 and "no swapped node waits for requalify" in again.stdout
+
+
+def test_requalify_swapped_that_fails_keeps_the_node_drained_with_the_failure(cluster):
+    swap_reason = swap_gpu(cluster, "n2", "1652399999902")
+    remove_module(cluster.tree("n2"), "nvidia_peermem")   # the new GPU's node has another fault
+    try:
+        p = sq(cluster, "requalify", "--swapped")
+        assert p.returncode == 1, p.stdout + p.stderr
+        failure = drained(cluster).get("n2", "")
+        assert failure.startswith("slurmqual: peermem: nvidia_peermem not loaded"), (failure, p.stdout)
+        time.sleep(cluster.health_interval * 2 + 1)   # health checks ran since: the failure's reason holds
+        assert drained(cluster).get("n2") == failure and failure != swap_reason
+        state = json.load(open(os.path.join(cluster.state_dir, "nodes", "n2.json")))
+        assert state["swap"]["failed"]["reason"] == failure
+        # The timer's next run leaves it to an admin: no burn-in of a known-broken node every 15 minutes.
+        again = sq(cluster, "requalify", "--swapped")
+        assert again.returncode == 0 and "n2: swapped, but its requalify failed" in again.stdout, again.stdout
+        assert reservations(cluster) == "No reservations in the system"
+    finally:
+        add_module(cluster.tree("n2"), "nvidia_peermem")
+    # Fixed, the admin names it: a pass settles the swap.
+    assert sq(cluster, "requalify", "n2").returncode == 0
+    assert json.load(open(os.path.join(cluster.state_dir, "nodes", "n2.json")))["swap"] is None
+    assert "n2" not in drained(cluster)

@@ -1,4 +1,4 @@
-"""`slurmqual install [--check | --snippet | --dry-run]`: the arguments;
+"""`slurmqual install [--check | --snippet | --dry-run] [--head-node]`: the arguments;
 the work is in slurmqual/nodeinstall/ (see its docstring)."""
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from ..nodeinstall.templates import snippet_text
 def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--check", action="store_true", help="verify an install instead of changing anything")
     p.add_argument("--dry-run", action="store_true", help="print what install would do, change nothing")
+    p.add_argument("--head-node", action="store_true",
+                   help="also write the head node's systemd units (requalify --swapped every 15 minutes) to "
+                        "/etc/systemd/system, running this venv's python, and enable the timer")
     p.add_argument("--snippet", action="store_true", help="print the slurm.conf lines for this --prefix and exit")
     p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"install prefix: wrappers go to PREFIX/libexec (default {DEFAULT_PREFIX})")
     p.add_argument("--root", default="/", help="filesystem root to install into (default /)")
@@ -58,4 +61,5 @@ def main(args: argparse.Namespace) -> int:
                              args.config, args.cache_dir, version)
         print_findings(findings)
         return EXIT_PROBLEMS if any(not f.ok for f in findings) else EXIT_OK
-    return run_install(root, prefix, args.python or default_python(), args.dry_run, args.config, args.cache_dir)
+    return run_install(root, prefix, args.python or default_python(), args.dry_run, args.config, args.cache_dir,
+                       head_node=args.head_node)

@@ -65,7 +65,9 @@ def main(args: argparse.Namespace) -> int:
 
 def swapped_nodes(config, adapter) -> list[str]:
     """Nodes whose state says a part was swapped (hwid.py) and that are ours
-    to requalify: in service or drained by slurmqual, never someone else's drain."""
+    to requalify: in service or drained by slurmqual, never someone else's drain,
+    and not failed by a requalify since the swap (a timer must not burn in a
+    broken node every 15 minutes: an admin fixes it and names it)."""
     from ..nodestate import read_all
     from ..slurm import reason as reasons
 
@@ -81,6 +83,9 @@ def swapped_nodes(config, adapter) -> list[str]:
             print(f"{n}: swapped, but unknown to Slurm; skipped")
         elif i.drained and not reasons.is_ours(i.reason):
             print(f"{n}: swapped, but drained by someone else ({i.reason!r}); skipped")
+        elif states[n].swap.get("failed"):
+            print(f"{n}: swapped, but its requalify failed ({states[n].swap['failed'].get('reason')}); "
+                  f"skipped: fix it, then `slurmqual requalify {n}`")
         else:
             out.append(n)
     return out

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from .. import slurmconf
 from ..slurmconf import items
-from .layout import CACHE_DIR, CONFIG_PATH, HOOKS, SLURM_CONF_CANDIDATES, console_script_path, under, wrapper_path
+from .layout import (CACHE_DIR, CONFIG_PATH, HEAD_UNITS, HOOKS, SLURM_CONF_CANDIDATES, SYSTEMD_DIR, TIMER_WANTS_DIR,
+                     console_script_path, under, wrapper_path)
 from .templates import snippet_text
 
 LIST_KEYS = {"prologflags", "schedulerparameters", "healthchecknodestate"}
@@ -161,17 +162,22 @@ def _check_slurm_conf(findings: list[Finding], root: str, prefix: str, conf_path
     return conf
 
 
-def wrapper_python(path: str) -> str | None:
-    """The python a wrapper written by `install` runs (its PY= line)."""
+def _python_of(path: str, key: str) -> str | None:
+    """The first word of the file's first `key` line (a python path), None without one."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                if line.startswith("PY="):
-                    parts = shlex.split(line[3:])
+                if line.startswith(key):
+                    parts = shlex.split(line[len(key):])
                     return parts[0] if parts else None
-    except OSError:
+    except (OSError, ValueError):
         return None
     return None
+
+
+def wrapper_python(path: str) -> str | None:
+    """The python a wrapper written by `install` runs (its PY= line)."""
+    return _python_of(path, "PY=")
 
 
 def _check_wrapper(findings: list[Finding], root: str, node_path: str, hook: str) -> None:
@@ -184,23 +190,84 @@ def _check_wrapper(findings: list[Finding], root: str, node_path: str, hook: str
     py = wrapper_python(real)
     if py is None:
         return  # not one of ours (a console script or a site wrapper): the hook run judges it
+    _check_python(findings, root, py, f"{hook} hook python", node_path, "the hook silently does nothing", "slurmqual install")
+
+
+def _check_python(findings: list[Finding], root: str, py: str, what: str, runner: str, consequence: str,
+                  reinstall: str) -> None:
+    """The python a file we wrote runs (`runner`: a hook wrapper, a unit) exists
+    and, on this machine, imports slurmqual."""
     py_real = under(root, py)
     if not (os.path.isfile(py_real) and os.access(py_real, os.X_OK)):
-        findings.append(Finding(False, f"{hook} hook python", f"{node_path} runs {py}, which does not exist: the hook "
-                                "silently does nothing", "reinstall slurmqual into that venv, or re-run `slurmqual install` "
-                                "with the venv's python (it rewrites the wrappers)"))
+        findings.append(Finding(False, what, f"{runner} runs {py}, which does not exist: {consequence}",
+                                f"reinstall slurmqual into that venv, or re-run `{reinstall}` "
+                                "with the venv's python (it rewrites the file)"))
         return
     if root in ("", "/"):
         probe = subprocess.run([py, "-I", "-c", "import slurmqual; print(slurmqual.__version__)"], env={}, cwd="/",
                                capture_output=True, text=True, timeout=60, check=False)
         if probe.returncode != 0:
             last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-            findings.append(Finding(False, f"{hook} hook python", f"{py} cannot import slurmqual: {last}",
-                                    f"{os.path.dirname(py)}/pip install slurmqual, then slurmqual install"))
+            findings.append(Finding(False, what, f"{py} cannot import slurmqual: {last}",
+                                    f"{os.path.dirname(py)}/pip install slurmqual, then {reinstall}"))
             return
-        findings.append(Finding(True, f"{hook} hook python", f"{py} (slurmqual {probe.stdout.strip()})"))
+        findings.append(Finding(True, what, f"{py} (slurmqual {probe.stdout.strip()})"))
     else:
-        findings.append(Finding(True, f"{hook} hook python", py))
+        findings.append(Finding(True, what, py))
+
+
+def unit_python(path: str) -> str | None:
+    """The python the requalify service written by `install --head-node` runs (its ExecStart=)."""
+    return _python_of(path, "ExecStart=")
+
+
+def _check_head_units(findings: list[Finding], root: str) -> None:
+    """The head node's units, when installed (`install --head-node`; a node
+    without them is fine): in place, root's, their python there, the timer
+    enabled, and `systemd-analyze verify` content (when the tool is here)."""
+    import shutil
+
+    paths = [os.path.join(SYSTEMD_DIR, name) for name in HEAD_UNITS]
+    if not any(os.path.lexists(under(root, p)) for p in paths):
+        return
+    fix = "slurmqual install --head-node"
+    ok = [_check_path(findings, root, p, "head-node unit", False, "0644") for p in paths]
+    service, timer = paths
+    if ok[0]:
+        py = unit_python(under(root, service))
+        if py is None:
+            findings.append(Finding(False, "requalify timer python", f"{service} has no ExecStart= line", fix))
+        else:
+            _check_python(findings, root, py, "requalify timer python", service,
+                          "swapped nodes stay drained, never requalified", fix)
+    wants = os.path.join(TIMER_WANTS_DIR, os.path.basename(timer))
+    if not os.path.lexists(under(root, wants)):
+        findings.append(Finding(False, "requalify timer", f"{os.path.basename(timer)} is not enabled (no {wants})",
+                                f"{fix}   (or: systemctl enable --now {os.path.basename(timer)})"))
+    else:
+        findings.append(Finding(True, "requalify timer", f"enabled ({wants})"))
+    verify = shutil.which("systemd-analyze")
+    if not all(ok):
+        return
+    if verify is None or root not in ("", "/"):
+        findings.append(Finding(True, "head-node units", "systemd-analyze verify skipped ("
+                                + ("not installed" if verify is None else "under --root: ExecStart= names the node's paths")
+                                + ")"))
+        return
+    findings.append(verify_units(verify, paths))
+
+
+def verify_units(tool: str, paths: list[str]) -> Finding:
+    """`systemd-analyze verify` of unit files: syntax, and that ExecStart= can run."""
+    try:
+        proc = subprocess.run([tool, "verify", *paths], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding(False, "head-node units", f"systemd-analyze verify could not run: {exc}", "")
+    said = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    if proc.returncode != 0:
+        return Finding(False, "head-node units", "systemd-analyze verify: " + "; ".join(said[-3:]),
+                       "slurmqual install --head-node")
+    return Finding(True, "head-node units", "systemd-analyze verify: no complaints")
 
 
 def _hook_run(findings: list[Finding], hook_path: str, node: str, timeout: float) -> None:
@@ -267,6 +334,7 @@ def run_check(root: str, prefix: str, slurm_conf: str | None, node: str | None, 
         path = (path or wrapper_path(prefix, hook)).strip()
         hook_paths[hook] = path
         _check_wrapper(findings, root, path, hook)
+    _check_head_units(findings, root)
     if hook_run and root not in ("", "/"):
         findings.append(Finding(True, "prolog run", "skipped under --root (the wrappers name the node's paths)"))
     elif hook_run:

@@ -12,6 +12,10 @@ CACHE_DIR = "/var/cache/slurmqual"  # config._cache_dir() as root
 LOGROTATE_PATH = "/etc/logrotate.d/slurmqual"
 HOOKS = ("prolog", "epilog", "healthcheck")
 SLURM_CONF_CANDIDATES = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf")
+# The head node's units (`install --head-node`): requalify --swapped every 15 minutes.
+SYSTEMD_DIR = "/etc/systemd/system"
+HEAD_UNITS = ("slurmqual-requalify-swapped.service", "slurmqual-requalify-swapped.timer")
+TIMER_WANTS_DIR = SYSTEMD_DIR + "/timers.target.wants"
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2

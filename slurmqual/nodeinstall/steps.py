@@ -9,8 +9,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .layout import CACHE_DIR, CONFIG_PATH, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, HOOKS, LOGROTATE_PATH, under, wrapper_path
-from .templates import logrotate_text, wrapper_text
+from .layout import (CACHE_DIR, CONFIG_PATH, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, HEAD_UNITS, HOOKS, LOGROTATE_PATH,
+                     SYSTEMD_DIR, TIMER_WANTS_DIR, under, wrapper_path)
+from .templates import head_unit_text, logrotate_text, wrapper_text
 
 
 @dataclass
@@ -112,6 +113,40 @@ def _file_steps(root: str, node_path: str, content: str, mode: int, replace: boo
     return steps + _fix_steps(node_path, real, os.lstat(real), mode)
 
 
+def _link_steps(root: str, node_path: str, target: str) -> list[Step]:
+    """A symlink node_path -> target (what `systemctl enable` makes), created
+    or pointed back at target."""
+    real = under(root, node_path)
+    steps = _dir_steps(root, os.path.dirname(node_path)) if not os.path.lexists(under(root, os.path.dirname(node_path))) \
+        else []
+
+    def link(p=real, t=target):
+        tmp = f"{p}.slurmqual-install.{os.getpid()}"
+        os.symlink(t, tmp)
+        os.replace(tmp, p)
+
+    if not os.path.lexists(real):
+        return steps + [Step(node_path, f"link -> {target}", link)]
+    if not os.path.islink(real):
+        raise InstallError(f"{node_path} exists and is not a symlink: move it away and re-run")
+    if os.readlink(real) != target:
+        return steps + [Step(node_path, f"relink -> {target} (was {os.readlink(real)})", link)]
+    return steps
+
+
+def head_node_steps(root: str, python: str, config_path: str = CONFIG_PATH) -> list[Step]:
+    """The head node's systemd units (requalify --swapped every 15 minutes),
+    the timer enabled as `systemctl enable` would (a wants symlink: works in an
+    image tree too)."""
+    steps: list[Step] = []
+    for name in HEAD_UNITS:
+        steps += _file_steps(root, os.path.join(SYSTEMD_DIR, name), head_unit_text(name, python, config_path), 0o644,
+                             replace=True)
+    timer = next(n for n in HEAD_UNITS if n.endswith(".timer"))
+    steps += _link_steps(root, os.path.join(TIMER_WANTS_DIR, timer), os.path.join(SYSTEMD_DIR, timer))
+    return steps
+
+
 class InstallError(Exception):
     pass
 
@@ -129,7 +164,8 @@ def _load_config(path: str, fallback_text: str | None):
     return Config(validate(parse_toml(fallback_text.encode(), "<annotated example>"), "<annotated example>"), path)
 
 
-def plan(root: str, prefix: str, python: str, config_path: str = CONFIG_PATH, cache_dir: str = CACHE_DIR) -> list[Step]:
+def plan(root: str, prefix: str, python: str, config_path: str = CONFIG_PATH, cache_dir: str = CACHE_DIR,
+         head_node: bool = False) -> list[Step]:
     from ..data import text
 
     example = text("slurmqual.toml")
@@ -148,6 +184,8 @@ def plan(root: str, prefix: str, python: str, config_path: str = CONFIG_PATH, ca
         steps += _file_steps(root, wrapper_path(prefix, hook), wrapper_text(hook, python, config_path, cache_dir), 0o755, replace=True)
     if os.path.isdir(under(root, "/etc/logrotate.d")) or root not in ("", "/"):
         steps += _file_steps(root, LOGROTATE_PATH, logrotate_text(hooks_cfg["log_file"]), 0o644, replace=True)
+    if head_node:
+        steps += head_node_steps(root, python, config_path)
     return _dedupe(steps)
 
 
@@ -185,7 +223,7 @@ def _untrusted_config(root: str, config_path: str, dry_run: bool, out) -> bool:
 
 
 def run_install(root: str, prefix: str, python: str, dry_run: bool, config_path: str = CONFIG_PATH,
-                cache_dir: str = CACHE_DIR, out=sys.stdout) -> int:
+                cache_dir: str = CACHE_DIR, out=sys.stdout, head_node: bool = False) -> int:
     from ..config import ConfigError
 
     if not dry_run and not _is_root() and root in ("", "/"):
@@ -198,7 +236,7 @@ def run_install(root: str, prefix: str, python: str, dry_run: bool, config_path:
             return EXIT_PROBLEMS
         # The config comes first: the dirs to create are named in it (a dry run,
         # or a run without one yet, plans against the example it writes).
-        steps = plan(root, prefix, python, config_path, cache_dir)
+        steps = plan(root, prefix, python, config_path, cache_dir, head_node)
         if dry_run:
             for s in steps:
                 print(f"would {s.what}: {s.path}", file=out)
@@ -209,9 +247,12 @@ def run_install(root: str, prefix: str, python: str, dry_run: bool, config_path:
             step.apply()
             print(f"{step.what}: {step.path}", file=out)
             done += 1
-        left = plan(root, prefix, python, config_path, cache_dir)
+        left = plan(root, prefix, python, config_path, cache_dir, head_node)
         if left:
             raise InstallError(f"install did not converge ({left[0].path}: {left[0].what}): please report this")
+        if head_node and any(s.path.startswith(SYSTEMD_DIR + "/") for s in steps) and root in ("", "/"):
+            print("slurmqual install: systemd units changed: run `systemctl daemon-reload && "
+                  "systemctl restart slurmqual-requalify-swapped.timer`", file=out)
     except ConfigError as exc:
         print(f"slurmqual install: the site config is invalid, fix it and re-run:\n{exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,11 +1,11 @@
-"""The files `slurmqual install` writes (hook wrappers, logrotate) and the
-slurm.conf snippet it prints."""
+"""The files `slurmqual install` writes (hook wrappers, logrotate, the head
+node's systemd units) and the slurm.conf snippet it prints."""
 
 from __future__ import annotations
 
 import shlex
 
-from .layout import CACHE_DIR, CONFIG_PATH, DEFAULT_PREFIX, HOOKS, SAFE_PATH
+from .layout import CACHE_DIR, CONFIG_PATH, DEFAULT_PREFIX, HEAD_UNITS, HOOKS, SAFE_PATH
 
 
 def hook_code(hook: str) -> str:
@@ -63,3 +63,24 @@ def snippet_text(prefix: str) -> str:
 
     snippet = text("slurm.conf.snippet")
     return snippet if prefix == DEFAULT_PREFIX else snippet.replace(DEFAULT_PREFIX + "/", prefix.rstrip("/") + "/")
+
+
+def requalify_command(python: str, config: str = CONFIG_PATH) -> str:
+    """The service's ExecStart: this venv's python runs `requalify --swapped`
+    (isolated: no PYTHON* variables; no PATH or prefix assumed)."""
+    cmd = f"{shlex.quote(python)} -I -m slurmqual requalify --swapped"
+    return cmd + (f" --config {shlex.quote(config)}" if config != CONFIG_PATH else "")
+
+
+def head_unit_text(name: str, python: str, config: str = CONFIG_PATH) -> str:
+    """One of HEAD_UNITS as `install --head-node` writes it: the bundled unit
+    (slurmqual/data) with a header saying who wrote it and the ExecStart of this venv."""
+    from .. import __version__
+    from ..data import text
+
+    if name not in HEAD_UNITS:
+        raise ValueError(f"unknown unit {name!r}, expected one of {', '.join(HEAD_UNITS)}")
+    body = "\n".join(f"ExecStart={requalify_command(python, config)}" if ln.startswith("ExecStart=") else ln
+                      for ln in text(name).splitlines())
+    return f"# Written by `slurmqual install --head-node` (slurmqual {__version__}); re-running it rewrites this file.\n" \
+           + body + "\n"
