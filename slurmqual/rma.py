@@ -1,7 +1,8 @@
 """`slurmqual rma NODE`: one JSON bundle a vendor can act on, built on the
 head node from what slurmqual kept about the node (docs/REMEDIATION.md
 "RMA bundle" documents the format). Reads only: the node's state file, its
-Xid and counter files under the state dir, the event spool and the store."""
+Xid, counter and raw evidence files (rawevidence.py) under the state dir, the
+event spool and the store."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import time
 
 FORMAT = "slurmqual-rma/1"
+COUNTER_SAMPLES = 200   # the newest readings per device and counter file
 
 
 def _node_files(state_dir: str, sub: str, node: str, suffix: str) -> list[str]:
@@ -38,7 +40,7 @@ def bundle(config, node: str, store, now: float | None = None) -> dict:
     st = read(state_dir, node)
     history = events_of(state_dir, store, node)
     checks = list(st.checks.values()) if st is not None else []
-    from . import counterwindow
+    from . import counterwindow, rawevidence
     from .checks import xid
 
     xid_events, notes = [], []
@@ -49,8 +51,16 @@ def bundle(config, node: str, store, now: float | None = None) -> dict:
     counters = {}
     for path in _node_files(state_dir, "counters", node, ".*.json"):
         readings, note = counterwindow.load(path)
-        counters[os.path.basename(path)] = {dev: [[t, v] for t, v in samples] for dev, samples in readings.items()}
+        counters[os.path.basename(path)] = {dev: [[t, v] for t, v in samples[-COUNTER_SAMPLES:]]
+                                            for dev, samples in readings.items()}
         notes += [note] if note else []
+    raw = {"gpus": {}, "kernel_log": []}
+    for path in _node_files(state_dir, "evidence", node, ".json"):
+        kept, note = rawevidence.load(path)
+        raw["gpus"].update(kept.get("gpus", {}))
+        raw["kernel_log"] += kept.get("kernel_log", [])
+        notes += [note] if note else []
+    raw["kernel_log"].sort(key=lambda e: float(e.get("time", 0)))
     burnin = {}
     if store is not None:
         burnin = {"baselines": store.all_baselines([node]).get(node, {}),
@@ -71,6 +81,7 @@ def bundle(config, node: str, store, now: float | None = None) -> dict:
                      for h in ladder if h.get("evidence")],
         "xid_events": sorted(xid_events, key=lambda e: e["time"]),
         "counter_history": counters,
+        "raw_outputs": raw,
         "burnin": burnin,
         "remediation": ladder,
         "drain_history": [e for e in history if e["kind"] not in ("requalify",)],

@@ -81,3 +81,57 @@ def test_rma_bundle_has_serials_failures_xids_and_history(tmp_path, monkeypatch)
     assert p.returncode == 2 and "nothing kept about n9" in p.stderr
     p = _cli(cfg, "rma", "../n1")
     assert p.returncode == 2 and "slurmqual: rma:" in p.stderr
+
+
+def _real_xid_lines() -> list[str]:
+    """The real DBE/row-remap lines (tests/data/real/nvidia), on this tree's GPU 2 (0000:3a:00) instead of 52:00."""
+    path = os.path.join(os.path.dirname(__file__), "data", "real", "nvidia",
+                        "dmesg_xid48_xid63_xid94_contained_RST_No_drv550.90.07_EXCERPT.txt")
+    with open(path) as fh:
+        return [ln.split("] ", 1)[1].replace("PCI:0000:52:00", "PCI:0000:3a:00") for ln in fh if "NVRM: Xid" in ln]
+
+
+def test_rma_bundle_has_the_failing_gpus_nvidia_smi_section_and_the_raw_xid_lines(tmp_path, monkeypatch):
+    root, cfg, _log = setup(tmp_path, extra=f'[store]\npath = "{tmp_path}/sq.db"\n')
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert not os.path.exists(tmp_path / "state" / "evidence")     # nothing failed: nothing kept
+    lines = _real_xid_lines()
+    for i, line in enumerate(lines):
+        add_kmsg(root, line, 86000 + i)
+    assert run(monkeypatch, cfg, "healthcheck") == 0                # Xid 48: drained (the stub scontrol)
+    assert run(monkeypatch, cfg, "healthcheck") == 0                # again: the lines are kept, not lost or doubled
+    b = json.loads(_cli(cfg, "rma", "n1").stdout)
+    raw = b["raw_outputs"]
+    assert list(raw["gpus"]) == ["0000:3a:00"]
+    gpu = raw["gpus"]["0000:3a:00"]
+    assert gpu["checks"] == ["xid"] and gpu["hook"] == "healthcheck"
+    assert gpu["nvidia_smi_xml"].startswith('<gpu id="00000000:3A:00.0">') and gpu["nvidia_smi_xml"].endswith("</gpu>")
+    assert "<serial>1652323000002</serial>" in gpu["nvidia_smi_xml"]       # the GPU the vendor gets back
+    assert [e["line"] for e in raw["kernel_log"]] == lines                  # whole lines, as the kernel wrote them
+    assert b["notes"] == []
+
+
+def test_raw_evidence_is_bounded(tmp_path, monkeypatch):
+    """A real report's GPU section over the limit is cut saying so; the kernel
+    lines keep the newest KERNEL_LINES, each at most LINE_MAX characters."""
+    from slurmqual import rawevidence
+    from slurmqual.nodetree import RECORDED_DIR, build
+    from slurmqual.result import CheckResult, Status
+
+    root = build("h100-roce-healthy", str(tmp_path / "tree"))
+    with open(f"{root}{RECORDED_DIR}/nvidia-smi_-q_-x.out") as fh:
+        report = fh.read()
+    monkeypatch.setattr(rawevidence, "GPU_XML_MAX", 1000)
+    monkeypatch.setattr(rawevidence, "LINE_MAX", 100)
+    failing = [CheckResult("gpu_memory", Status.FAIL, "retired pages", ["0000:18:00.0"])]
+    line = _real_xid_lines()[0]
+    kept = rawevidence.merge({}, "epilog", 1.0, failing, report, [(float(i), line) for i in range(150)])
+    section = kept["gpus"]["0000:18:00"]["nvidia_smi_xml"]
+    assert section.startswith('<gpu id="00000000:18:00.0">') and len(section) < 1100
+    assert section.endswith("more characters cut by slurmqual]") and list(kept["gpus"]) == ["0000:18:00"]
+    assert len(kept["kernel_log"]) == rawevidence.KERNEL_LINES and kept["kernel_log"][0]["time"] == 50.0
+    assert all(e["line"].startswith(line[:100]) and e["line"].endswith("cut by slurmqual]") for e in kept["kernel_log"])
+    # The next run's new lines are appended, the kept ones not doubled.
+    again = rawevidence.merge(kept, "epilog", 2.0, [], None, [(149.0, line), (150.0, line)])
+    assert len(again["kernel_log"]) == rawevidence.KERNEL_LINES and again["kernel_log"][-1]["time"] == 150.0
+    assert again["kernel_log"][-2]["time"] == 149.0 and again["gpus"] == kept["gpus"]

@@ -260,6 +260,9 @@ def run(ctx) -> CheckResult:
         state["cursor"] = cursor or state.get("cursor")
         source = "journalctl -k"
     events = [tuple(e) for e in state["events"]] + events_in(records)
+    raw = [(r.time, r.message) for r in records if _XID.search(r.message) or _FALLEN.search(r.message)]
+    if raw:   # the whole lines, for the RMA evidence (rawevidence.py; events keep 200 characters)
+        ctx.memo["xid_lines"] = raw
     state["events"] = [list(e) for e in events if now - e[0] <= cfg["window_s"]]
     note = "; ".join(n for n in (note, _save(path, json.dumps(state))) if n)
     result = judge(events, now, cfg)

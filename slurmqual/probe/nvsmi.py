@@ -372,4 +372,5 @@ def parse_nvlink_errors(text: str) -> list[NvlinkErrors]:
 def query(ctx) -> SmiReport:
     """Run `nvidia-smi -q -x` within the context's command timeout."""
     out = ctx.run_command(["nvidia-smi", "-q", "-x"])
+    ctx.memo["nvidia_smi_xml"] = out.stdout   # a failing GPU's section goes to the RMA evidence (rawevidence.py)
     return parse_xml(out.stdout)
