@@ -5,6 +5,7 @@ by the stand-in ib_write_bw (tests/fakebin) from a fabric model."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -143,6 +144,16 @@ def test_one_slow_nic_drains_its_node_naming_the_nic(tmp_path):
     reason = drain_reason(a, "n05", a["nodes"]["n05"]["score"])
     assert reason.startswith("slurmqual: burnin: mlx5_3 (rail 3) 17") and "< 90% of median 39" in reason
     assert len(reason) <= 80 and a["suspect_switches"] == [] and exit_code(a) == 0
+
+
+def test_a_node_slow_on_every_rail_is_the_part_to_replace_not_each_nic(tmp_path):
+    raw = fake_run(tmp_path, {"rail_nodes": {"n05": 0.6}, "rails": {"n09": {"mlx5_1": 0.45, "mlx5_2": 0.45}}})
+    a = judge(raw, leaves())
+    assert a["drain"] == ["n05", "n09"]
+    assert a["nodes"]["n05"]["failed_nics"] == [] and a["nodes"]["n09"]["failed_nics"] == ["mlx5_1", "mlx5_2"]
+    reason = drain_reason(a, "n05", a["nodes"]["n05"]["score"])
+    assert re.fullmatch(r"slurmqual: burnin: all 4 rails slow: mlx5_\d 2\d\d Gb/s < 90% of median 39\d", reason), reason
+    assert drain_reason(a, "n09", a["nodes"]["n09"]["score"]).startswith("slurmqual: burnin: mlx5_1 (rail 1) ")
 
 
 def test_requalify_drains_a_failed_nic_with_the_burn_ins_reason_naming_it(tmp_path):

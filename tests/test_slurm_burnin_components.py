@@ -187,3 +187,25 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
     assert re.search(rf"suspect switches \(burn-in {os.path.basename(run_dir)}, .*\): {SLOW_LEAF} \(every path at "
                      r"80%, 3 nodes behind it, none drained for it\)", out), out
     cluster.run("scontrol", "update", f"nodename={SLOW_NIC_NODE}", "state=resume")
+
+
+def test_a_slow_node_behind_a_slow_switch_is_still_drained(cluster):
+    """The switch's effect divided out, a node slow among its neighbours is a
+    slow node (docs/BURNIN.md's table): drained, the switch named, its other
+    nodes in service."""
+    slow = LEAVES[SLOW_LEAF][1]
+    run_dir = submit(cluster, {"noise": 0.0, "seed": 12, "leaf": LEAF_OF, "switches": {SLOW_LEAF: 0.8},
+                               "nodes": {slow: 0.7}, "rail_nodes": {slow: 0.7}})
+    w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "240", timeout=300)
+    assert w.returncode == 0, w.stdout + w.stderr
+    a = _analysis(run_dir)
+    assert a["suspect_switches"] == [SLOW_LEAF] and a["drain"] == [slow], (a["problems"], a["switch_findings"])
+    assert a["nodes"][slow]["verdict"] == "fail" and a["nodes"][slow]["behind_suspect_switch"] == [SLOW_LEAF]
+    assert a["nodes"][slow]["failed_nics"] == []  # slow on every NIC: the node, not a NIC
+    assert {n for n, v in a["nodes"].items() if v["verdict"] != "pass"} == {slow}
+    reason = drained(cluster)
+    assert list(reason) == [slow] and re.fullmatch(r"slurmqual: burnin: busbw \d+\.\d GB/s < 90% of median 39\d\.\d",
+                                                   reason[slow]), reason  # its nccl-tests pairs judged it
+    jobs = json.load(open(os.path.join(run_dir, "jobs.json")))
+    assert job_exit_code(cluster, jobs["analysis"]) == "4:0"  # a switch named (a node drained too)
+    cluster.run("scontrol", "update", f"nodename={slow}", "state=resume")

@@ -379,11 +379,16 @@ def _node_verdict(keys: dict[str, dict], tests: list[str], parts: dict[str, tupl
             tv.append(2)  # no pair evidence: untested; intra alone never passes a node
         worst = min(worst, min(tv))
     verdict = VERDICT_ORDER[worst]
+    rails = [kv["verdict"] for k, kv in keys.items() if parts[k][1] == "rail"]
+    nics = [parts[k][2] for k, kv in keys.items() if parts[k][1] == "rail" and kv["verdict"] == "fail"]
+    if len(rails) > 1 and len(nics) == len(rails):
+        nics = []  # slow on every rail it has: the node is the part to replace, not each of its NICs
     key = None
     if keys and verdict != "untested":
-        # a failing NIC names the part to replace: rail keys first on a tie, then pair, then intra
-        key = min(keys, key=lambda k: (_RANK[keys[k]["verdict"]], {"rail": 0, "pair": 1}.get(parts[k][1], 2), k))
-    nics = [parts[k][2] for k, kv in keys.items() if parts[k][1] == "rail" and kv["verdict"] == "fail"]
+        # a failing NIC names the part to replace: rail keys first on a tie, then pair,
+        # then intra; a node slow on every rail is judged by its nccl-tests pairs first
+        order = {"rail": 0, "pair": 1} if nics else {"pair": 0, "rail": 1}
+        key = min(keys, key=lambda k: (_RANK[keys[k]["verdict"]], order.get(parts[k][1], 2), k))
     return {"verdict": verdict, "score": keys[key]["score"] if key else None, "key": key,
             "failed_nics": sorted(nics, key=_natural)}
 

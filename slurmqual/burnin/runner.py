@@ -303,7 +303,8 @@ def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
 
 def drain_reason(analysis: dict, node: str, score: float) -> str:
     """The burn-in's drain reason: the NIC to replace when a rail failed
-    (``mlx5_3 (rail 3) 180 Gb/s < 90% of median 392``), else the key's busbw."""
+    (``mlx5_3 (rail 3) 180 Gb/s < 90% of median 392``), the node when every
+    rail did (``all 8 rails slow: ...``), else the key's busbw."""
     from ..slurm import reason as reasons
     from .analyze import make_key, median_for, rail_number, split_key
 
@@ -321,6 +322,10 @@ def drain_reason(analysis: dict, node: str, score: float) -> str:
         return reasons.make("burnin", f"{nic} (rail {rail_number(analysis, nic)}) {got or 0:.0f} Gb/s < "
                             f"{threshold:.0%} of median {med:.0f}", nics[1:])
     key, median = median_for(analysis, node)  # the one answer to "which median judged it"
+    if key and split_key(key)[1] == "rail":  # slow on every rail (no NIC of its own to name)
+        rails = sum(1 for k in v["keys"] if split_key(k)[1] == "rail")
+        return reasons.make("burnin", f"all {rails} rails slow: {split_key(key)[2]} {score:.0f} Gb/s < "
+                            f"{threshold:.0%} of median {median or 0:.0f}")
     if v.get("gpu") and v["gpu"].get("key") == key:
         from .gpus import drain_reason as gpu_reason
 
