@@ -393,6 +393,25 @@ def _node_verdict(keys: dict[str, dict], tests: list[str], parts: dict[str, tupl
             "failed_nics": sorted(nics, key=_natural)}
 
 
+def _unpass_below_healthy(nodes: dict[str, dict], results: dict[str, KeyResult], threshold: float,
+                          tests: list[str], parts: dict[str, tuple]) -> None:
+    """In a run the guard holds, the median may sit at a slow level (half a
+    fleet slow): a node that passed against it but is below the line of the
+    level healthy nodes run at (`top_level`) is `retest`, never a pass: the
+    run qualifies nobody it cannot vouch for."""
+    for v in nodes.values():
+        if v["verdict"] != "pass":
+            continue
+        changed = False
+        for k, kv in v["keys"].items():
+            top = results[k].info.get("top_level") if k in results else None
+            if top and kv["verdict"] == "pass" and kv["score"] is not None and kv["score"] < threshold * top:
+                kv["verdict"] = "retest"
+                changed = True
+        if changed:
+            v.update(_node_verdict(v["keys"], tests, parts))
+
+
 def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int) -> list[str]:
     """At most `budget` nodes stay `retest`: the most ambiguous ones (their
     level estimate nearest the line in sds, contradicting evidence first;
@@ -577,6 +596,9 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes fail and deciding the {budget_held} "
                         f"retests past the budget ({budget}) would leave {below} below the line (limit {cap0}, "
                         f"{2 * cap0} below the line); draining none: suspect a fabric-wide problem")
+
+    if tripped:
+        _unpass_below_healthy(nodes, results, p.threshold, tests, parts)
 
     from .gpus import below_baselines, is_gpu_key
 

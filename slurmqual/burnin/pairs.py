@@ -172,13 +172,14 @@ class Transients:
     ratios: tuple[float, ...]
     nodes: int
 
-    def chance(self, low: int, k: int, width: float) -> float:
+    def chance(self, low: int, k: int, width: float, agree: int | None = None) -> float:
         """Expected number of healthy nodes, fleet-wide, with `low` of their
-        `k` pairs hit and those hits within `width` (relative) of each other:
-        binomial count times the agreement chance of the hits the fleet showed."""
+        `k` pairs hit and `agree` of those hits (default all) within `width`
+        (relative) of each other: binomial count times the agreement chance
+        of the hits the fleet showed."""
         if low <= 0:
             return float(self.nodes)
-        return self.nodes * math.comb(k, low) * self.rate ** low * self.agreement(low, width)
+        return self.nodes * math.comb(k, low) * self.rate ** low * self.agreement(min(agree or low, low), width)
 
     @property
     def described(self) -> bool:
@@ -300,30 +301,37 @@ class Conviction:
         top = top_half([v for v in vals if v < high])
         return max(top) - min(top) <= s * 4.5 * self.sigma * math.sqrt(2)
 
-    def slow_rule(self, vals: list[float], s: float) -> bool:
+    def slow_rule(self, vals: list[float], s: float, measured: list[float] | None = None) -> bool:
         """Slow with at least two distinct partners, its level clearly below
         the line (the margin for the mean of its top half), consistently,
-        and not something transient hits on a healthy node explain."""
+        and not something transient hits on a healthy node explain. Hits
+        strike measurements, whoever the partner: `measured` (default
+        `vals`) are all of the node's values that question is asked of."""
         return len(vals) >= 2 and s < self.drain_line(len(kept(vals, self.sigma))) \
-            and self.consistent(vals, s) and not self.hit_by_transients(vals, s)
+            and self.consistent(vals, s) and not self.hit_by_transients(measured or vals, s)
 
     def hit_by_transients(self, vals: list[float], s: float) -> bool:
-        """Would healthy nodes hit on as many of their pairs, their hits
-        agreeing as closely as these pairs do, show up by chance somewhere
-        in the fleet (expected count >= alpha)? Then the pairs do not
-        decide: more partners (a retest) do. (A slow node's pairs agree to
-        within the noise; transient hits scatter.)"""
+        """Would healthy nodes hit on as many of their pairs show this level
+        by chance somewhere in the fleet (expected count >= alpha /
+        MODEL_SAFETY)? A healthy node reads this low only when every pair its
+        level is taken from (`kept`) is a hit, and those hits agree as
+        closely as these do (a slow node's pairs agree to within the noise;
+        transient hits scatter). Then the pairs do not decide: more partners
+        (a retest) do."""
         if self.hits is None:
             return False
-        low = [v for v in vals if v < self.line]
+        low = sum(1 for v in vals if v < self.line)  # a healthy node's pair is this low only when hit
+        use = [v for v in kept(vals, self.sigma) if v < self.line]
+        if not use:
+            return False
         level = self.line / self.threshold
-        width = max((max(low) - min(low)) / level if low else 0.0, self.sigma)
+        width = max((max(use) - min(use)) / level, self.sigma)
         # A pair clearly above the node's level is what a healthy node hit
         # on its other pairs shows; a slow node shows it only when its
         # slowness comes and goes: held to be ten times rarer.
         lucky = max(vals) > s * (1 + 4.5 * self.sigma * math.sqrt(2))
         limit = self.alpha / MODEL_SAFETY / (LUCKY_ODDS if lucky else 1)
-        return self.hits.chance(len(low), len(vals), width) >= limit
+        return self.hits.chance(low, len(vals), width, agree=len(use)) >= limit
 
     def suspect(self, q: str) -> bool:
         """Below the line with every partner: its pairs may be its own fault
@@ -342,7 +350,7 @@ class Conviction:
         clean = [(q, v) for q, v in adj[n] if q not in convicted and not self.suspect(q)]
         if len(clean) >= 2:
             vals = [v for _q, v in clean]
-            return self.slow_rule(vals, self.est(vals))
+            return self.slow_rule(vals, self.est(vals), self.free(n))
         if len(clean) == 1 and len(adj[n]) >= 2:
             q = clean[0][0]
             every = [v for _q, v in adj[n]]
@@ -518,6 +526,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
             "split": split, "near_line": near_line(score, line, sigma),
+            "top_level": round(top_level(g, convicted, p.threshold), 3),
             "transient_rate": round(judge.hits.rate, 4) if judge.hits else 0.0}
     return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning)
 
