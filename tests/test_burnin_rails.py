@@ -277,3 +277,12 @@ def test_rail_analysis_stays_near_linear():
     a = analyze(ms, nodes, topology=topo)
     assert time.process_time() - t0 < 5
     assert a.drain == ["gpu0100"] and a.suspect_switches == ["su3-r2"]
+
+
+def test_a_slow_node_with_one_nic_far_below_its_own_rails_names_that_nic(tmp_path):
+    # n05 is slow on every rail (its node), and its mlx5_3 far slower still:
+    # the technician is told about the NIC too (the stand-in's own output).
+    raw = fake_run(tmp_path, {"rail_nodes": {"n05": 0.7}, "rails": {"n05": {"mlx5_3": 0.5}}})
+    a = judge(raw, leaves())
+    assert a["drain"] == ["n05"] and a["nodes"]["n05"]["failed_nics"] == ["mlx5_3"]
+    assert drain_reason(a, "n05", a["nodes"]["n05"]["score"]).startswith("slurmqual: burnin: mlx5_3 (rail 3) ")

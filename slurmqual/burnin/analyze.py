@@ -55,6 +55,9 @@ TOPOLOGIES = ("intra", "pair", "group")
 # Input sanity bound (not a judgement; busbw's is parse.MAX_BUSBW_GBPS):
 # nccl-tests sizes are bytes per rank, 1 TiB is beyond any GPU.
 MAX_SIZE_BYTES = 1 << 40
+# On a node slow on every rail, a NIC below this share of the node's own
+# median rail is named as well (a bad NIC in a slow node).
+OWN_RAIL_RATIO = 0.9
 VERDICT_ORDER = ("fail", "retest", "untested", "pass")  # worst first: a node's verdict is its worst key's
 
 
@@ -382,7 +385,12 @@ def _node_verdict(keys: dict[str, dict], tests: list[str], parts: dict[str, tupl
     rails = [kv["verdict"] for k, kv in keys.items() if parts[k][1] == "rail"]
     nics = [parts[k][2] for k, kv in keys.items() if parts[k][1] == "rail" and kv["verdict"] == "fail"]
     if len(rails) > 1 and len(nics) == len(rails):
-        nics = []  # slow on every rail it has: the node is the part to replace, not each of its NICs
+        # Slow on every rail it has: the node is the part to replace, not each
+        # of its NICs; a NIC well below the node's own other rails is named too.
+        own = sorted(kv["score"] for k, kv in keys.items() if parts[k][1] == "rail" and kv["score"] is not None)
+        mid = own[len(own) // 2] if own else None
+        nics = [parts[k][2] for k, kv in keys.items() if parts[k][1] == "rail" and mid and kv["score"] is not None
+                and kv["score"] < OWN_RAIL_RATIO * mid]
     key = None
     if keys and verdict != "untested":
         # a failing NIC names the part to replace: rail keys first on a tie, then pair,
