@@ -10,8 +10,9 @@ A part present before and now with another serial/UUID/GUID is a *swap*:
 the node is held drained `slurmqual: swap: <what> <old> -> <new>: requalify`
 until `slurmqual requalify --swapped` passes it; the swapped part's counter
 windows and Xid events start fresh. A failed requalify drains the node with
-its own reason, which then holds the node in the swap's place. A part that vanished is not a swap (its
-check fails); its last identity is kept, so it is compared when it returns.
+its own reason, which then holds the node in the swap's place. A part that
+vanished is not a swap (its check fails); its last identity is kept, so it
+is compared when it returns.
 """
 
 from __future__ import annotations
