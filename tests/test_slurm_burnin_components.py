@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 
 import pytest
 
@@ -123,6 +124,14 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
     assert stage(run_dir, 1)["state"] == "submitted"
     assert a["nodes"][BORDERLINE]["verdict"] == "pass", a["nodes"][BORDERLINE]
     assert a["suspect_links"] == [sorted([BORDERLINE, p]) for p in sorted(partners[:2])]  # the links, not the node
+    # One run in the store: the final verdicts replaced the first analysis'.
+    db = sqlite3.connect(os.path.join(cluster.base, "slurmqual.db"))
+    try:
+        rows = db.execute("SELECT node, verdict FROM verdicts WHERE run_id = ? AND node IN (?, ?) ORDER BY node",
+                          (os.path.basename(run_dir), SLOW_NIC_NODE, BORDERLINE)).fetchall()
+    finally:
+        db.close()
+    assert rows == [(SLOW_NIC_NODE, "fail"), (BORDERLINE, "pass")]
     assert "retest round 1 of 2: tasks: 1 total" in w.stdout and "decided after 1 retest round(s) of 2" in w.stdout
 
     # The slow NIC: its node drained, the NIC and its rail named.
