@@ -191,7 +191,7 @@ def _run(hook: str, env: dict, config, log) -> int:
     failed = [r for r in results if r.status is Status.FAIL]
     if not state_unsafe and (failed or (hook != "prolog" and ("xid_lines" in ctx.memo or any(
             r.status is Status.WARN and r.devices for r in results)))):
-        _record_evidence(hook, node, results, ctx, config, log)
+        _record_evidence(hook, node, results, ctx, log)
 
     if hook != "prolog" and state is not None:
         state = _record_hardware(hook, node, state, ctx, config, log)
@@ -230,12 +230,12 @@ def _write_metrics(hook, node, results, state, state_unsafe, ctx, config, log) -
         log.warning("could not write metrics: %s", exc)
 
 
-def _record_evidence(hook, node, results, ctx, config, log) -> None:
+def _record_evidence(hook, node, results, ctx, log) -> None:
     """The raw output behind failures, for `slurmqual rma` (rawevidence.py)."""
     from . import rawevidence
 
     try:
-        note = rawevidence.record(ctx, hook, config["hooks"]["state_dir"], results)
+        note = rawevidence.record(ctx, hook, results)
     except Exception as exc:  # noqa: BLE001 - evidence is a help: never a reason for the hook to fail
         note = f"{type(exc).__name__}: {exc}"
     if note:

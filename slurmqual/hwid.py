@@ -101,9 +101,9 @@ def merge(old: dict[str, dict], new: dict[str, dict]) -> dict[str, dict]:
 
 
 def fresh_baselines(ctx, found: list[dict]) -> None:
-    """A swapped part starts with no history: its Xid events and counter
-    windows are forgotten (NVLink counters are keyed by GPU UUID: a new GPU
-    has a new key already)."""
+    """A swapped part starts with no history: its Xid events, raw evidence
+    (rawevidence.py) and counter windows are forgotten (NVLink counters are
+    keyed by GPU UUID: a new GPU has a new key already)."""
     import os
 
     from . import counterwindow
@@ -112,7 +112,10 @@ def fresh_baselines(ctx, found: list[dict]) -> None:
     gpus = [c["part"].split(":", 1)[1] for c in found if c["part"].startswith("gpu:")]
     nics = [c["part"].split(":", 1)[1] for c in found if c["part"].startswith("nic:")]
     if gpus:
+        from . import rawevidence
+
         xid.forget(ctx.state_path(f"xid/{ctx.node_key()}.json"), [g.rsplit(".", 1)[0] for g in gpus])
+        rawevidence.forget(rawevidence.evidence_path(ctx), gpus)
     for check in ("ib_counters", "roce_qos"):
         if not nics:
             break

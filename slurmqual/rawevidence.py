@@ -50,8 +50,9 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:limit]}\n... [{cut} more characters cut by slurmqual]"
 
 
-def evidence_path(state_dir: str, node_key: str) -> str:
-    return os.path.join(state_dir, "evidence", f"{node_key}.json")
+def evidence_path(ctx) -> str:
+    """The node's evidence file, under the state dir the checks' memories use."""
+    return ctx.state_path(f"evidence/{ctx.node_key()}.json")
 
 
 def load(path: str) -> tuple[dict, str]:
@@ -93,10 +94,34 @@ def merge(old: dict, hook: str, now: float, failing: list, xml: str | None, kern
     return {"time": now, "hook": hook, "gpus": gpus, "kernel_log": lines[-KERNEL_LINES:]}
 
 
-def record(ctx, hook: str, state_dir: str, results: list) -> str:
+def _save(path: str, data: dict) -> str:
+    from .atomic import ensure_dir, write_text
+
+    try:
+        ensure_dir(os.path.dirname(path))
+        write_text(path, json.dumps(data))
+    except OSError as exc:
+        return f"evidence not saved ({path}: {exc.strerror or exc})"
+    return ""
+
+
+def forget(path: str, pcis: list[str]) -> str:
+    """A swapped GPU ('0000:4b:00', hwid.fresh_baselines) starts without the
+    old one's evidence: its section and its kernel lines go."""
+    old, note = load(path)
+    if not old:
+        return note
+    keys = {k for k in (pci_key(p) for p in pcis) if k}
+    gone = tuple(f"pci:{k}" for k in keys)
+    kept = dict(old, gpus={k: v for k, v in old.get("gpus", {}).items() if k not in keys},
+                kernel_log=[e for e in old.get("kernel_log", [])
+                            if not any(g in str(e.get("line", "")).lower() for g in gone)])
+    return _save(path, kept) if kept != old else note
+
+
+def record(ctx, hook: str, results: list) -> str:
     """Keep what this run's failing/warning checks saw (the hooks' failure
     path, or new Xid lines); returns a note when it could not be written."""
-    from .atomic import ensure_dir, write_text
     from .result import Status
 
     failing = [r for r in results if r.status in (Status.FAIL, Status.WARN) and r.devices]
@@ -104,15 +129,10 @@ def record(ctx, hook: str, state_dir: str, results: list) -> str:
     kernel = ctx.memo.get("xid_lines") or []
     if not kernel and not (failing and xml):
         return ""
-    path = evidence_path(state_dir, ctx.node_key())
+    path = evidence_path(ctx)
     old, note = load(path)
     new = merge(old, hook, time.time(), failing, xml, kernel)
     if {k: v for k, v in new.items() if k not in ("time", "hook")} == \
             {k: v for k, v in old.items() if k not in ("time", "hook")}:
         return note
-    try:
-        ensure_dir(os.path.dirname(path))
-        write_text(path, json.dumps(new))
-    except OSError as exc:
-        return f"evidence not saved ({path}: {exc.strerror or exc})"
-    return note
+    return _save(path, new) or note

@@ -41,6 +41,9 @@ def test_gpu_serial_change_holds_the_node_drained_as_swapped(tmp_path, monkeypat
     assert run(monkeypatch, cfg, "healthcheck") == 0
     xid_file = next((tmp_path / "state/xid").iterdir())
     assert [e[2] for e in json.loads(xid_file.read_text())["events"]] == ["0000:4b:00"]
+    evidence = next((tmp_path / "state/evidence").iterdir())   # its kernel line, for an RMA bundle
+    assert [e["line"] for e in json.loads(evidence.read_text())["kernel_log"]] == [
+        "NVRM: Xid (PCI:0000:4b:00): 13, pid=1, Graphics Engine Exception"]
 
     set_gpu_serial(root, 3, "1652399999999")
     assert run(monkeypatch, cfg, "healthcheck") == 0
@@ -50,6 +53,7 @@ def test_gpu_serial_change_holds_the_node_drained_as_swapped(tmp_path, monkeypat
     assert state["swap"]["changes"][0]["new"] == "1652399999999"
     assert state["hardware"]["gpu:0000:4b:00.0"]["serial"] == "1652399999999"
     assert json.loads(xid_file.read_text())["events"] == []
+    assert json.loads(evidence.read_text())["kernel_log"] == []     # the old GPU's lines went with it
     from slurmqual import events
 
     assert [ev["detail"] for _p, ev in events.pending(str(tmp_path / "state")) if ev["kind"] == "swap"] == [
