@@ -53,6 +53,38 @@ def run(argv: list[str], timeout: float, *, env: dict | None = None, check: bool
     return result
 
 
+def start_logged(argv: list[str], log_path: str, header: bool = True) -> tuple[subprocess.Popen, object]:
+    """Start a long tool (a burn-in test) in its own session, its output to a
+    log (first line: the command, when `header`); `reap` ends it."""
+    fh = open(log_path, "w")
+    if header:
+        fh.write(f"# slurmqual: {' '.join(argv)}\n")
+        fh.flush()
+    try:
+        return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True), fh
+    except OSError:
+        fh.close()
+        raise
+
+
+def reap(proc: subprocess.Popen, fh, deadline: float) -> bool:
+    """Wait for a tool `start_logged` started until `deadline` (a monotonic
+    time; at least one more second), kill its whole session past it, close
+    its log. True when it had to be killed."""
+    import signal
+
+    try:
+        proc.wait(timeout=max(1, deadline - time.monotonic()))
+        killed = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        killed = True
+    fh.close()
+    return killed
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     import signal
 

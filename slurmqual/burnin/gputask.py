@@ -11,9 +11,9 @@ untested, never a pass.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
+from ..command import reap, start_logged
 from .gpuparse import TOOL_TESTS, GpuResult, parse_file
 
 # tool -> binary names looked for in burnin.gpu_tools_dir, first found wins
@@ -68,8 +68,6 @@ def lines_of(tool: str, node: str, result: GpuResult, gpus: int, task: int | Non
 def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, tag: str = "") -> list[dict]:
     """Every configured tool, one after the other; each on all nodes at once
     (`tag` tells the logs of repeated runs apart)."""
-    import signal
-
     out: list[dict] = []
     timeout = cfg["gpu_test_s"] + 120
     for tool in cfg["gpu_tests"]:
@@ -83,9 +81,7 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, t
         for n in nodes:
             log = os.path.join(log_dir, f"gpu-{tool}-{n}{tag}.log")
             try:
-                fh = open(log, "w")
-                proc = subprocess.Popen(gpu_argv(cfg, tool, path, n), stdout=fh, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                proc, fh = start_logged(gpu_argv(cfg, tool, path, n), log, header=False)
             except OSError as exc:
                 started.append((n, None, None, log, f"could not start: {exc}"))
                 continue
@@ -93,13 +89,8 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, t
         deadline = time.monotonic() + timeout
         for n, proc, fh, log, err in started:
             if proc is not None:
-                try:
-                    proc.wait(timeout=max(1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                if reap(proc, fh, deadline):
                     err = f"timed out after {timeout}s"
-                fh.close()
                 if err is None and proc.returncode:
                     err = f"exit code {proc.returncode}"
             try:

@@ -16,9 +16,9 @@ nccl-tests 2.17.x on) its document is read instead of scraping the text.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
+from ..command import reap, start_logged
 from ..slurm.schema.numbers import time_limit_seconds
 from .parse import parse_run
 from .plan import rounds
@@ -76,19 +76,9 @@ def test_argv(cfg: dict, test: str, nodes: list[str], json_path: str | None = No
     return [*argv, *bench]
 
 
-def _start(argv: list[str], log_path: str) -> tuple[subprocess.Popen, object]:
-    fh = open(log_path, "w")
-    fh.write(f"# slurmqual: {' '.join(argv)}\n")
-    fh.flush()
-    return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True), fh
-
-
 def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, tag: str,
               task: int | None = None, round_: int | None = None) -> list[dict]:
     """Run the tests over disjoint node sets concurrently; judge each log."""
-    import signal
-
     timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
     use_json = writes_json(os.path.join(cfg["nccl_tests_dir"], test))
     started = []
@@ -98,7 +88,7 @@ def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, ta
         if json_path and os.path.exists(json_path):
             os.unlink(json_path)  # nccl-tests never overwrites: it would write <path>.0
         try:
-            proc, fh = _start(test_argv(cfg, test, nodes, json_path), log)
+            proc, fh = start_logged(test_argv(cfg, test, nodes, json_path), log)
         except OSError as exc:
             started.append((nodes, None, None, log, f"could not start: {exc}"))
             continue
@@ -106,14 +96,8 @@ def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, ta
     out = []
     deadline = time.monotonic() + timeout
     for nodes, proc, fh, log, err in started:
-        if proc is not None:
-            try:
-                proc.wait(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                err = f"timed out after {timeout}s"
-            fh.close()
+        if proc is not None and reap(proc, fh, deadline):
+            err = f"timed out after {timeout}s"
         out.append(_measurement(cfg, test, nodes, log, err, proc.returncode if proc else None, task, round_))
     return out
 
@@ -163,8 +147,6 @@ def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
     server step on the first node and a client step on the second, all at
     once (rail N on its own port). The client's log is judged; the servers
     are stopped once their clients are done."""
-    import signal
-
     from . import perftest
 
     timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
@@ -179,7 +161,7 @@ def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
                 argv = perftest.server_argv(cfg, rail, i, a) if side == "server" else \
                     perftest.client_argv(cfg, rail, i, a, b)
                 try:
-                    proc, fh = _start(argv, log)
+                    proc, fh = start_logged(argv, log)
                 except OSError as exc:
                     into.append(((a, b), rail, None, None, log, f"could not start: {exc}"))
                     continue
@@ -189,22 +171,14 @@ def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
     for (a, b), rail, proc, fh, log, err in clients:
         rc = None
         if proc is not None:
-            try:
-                rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            if reap(proc, fh, deadline):
                 err = f"timed out after {timeout}s"
-            fh.close()
+            else:
+                rc = proc.returncode
         out.append(_rail_measurement(cfg, [a, b], rail, log, err, rc, task, round_))
     for _pair, _rail, proc, fh, _log, _err in servers:
         if proc is not None:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            fh.close()
+            reap(proc, fh, time.monotonic() + 5)
     return out
 
 
