@@ -160,8 +160,9 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
         assert v["verdict"] == "pass" and v["behind_suspect_switch"] == [SLOW_LEAF], (n, v)
         rec = node_record(cluster, n)
         assert "DRAIN" not in rec.get("state_flags", []) and not rec.get("reason"), (n, rec)
-    assert summary.count(f"SUSPECT SWITCH {SLOW_LEAF} (") == len(KEYS), summary
-    assert "every path through it at 80% of the fleet, 3 nodes behind it; none drained for it" in summary
+    line = [x for x in summary.splitlines() if f"SUSPECT SWITCH {SLOW_LEAF}:" in x]
+    assert len(line) == 1 and all(k in line[0] for k in KEYS), summary  # one line, every key that showed it
+    assert "every path through it slow (" in line[0] and "3 nodes behind it; none drained for it" in line[0]
     sinfo = cluster.run("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
     states = dict(line.split() for line in sinfo if line.strip())
     assert all(states[n] in ("idle", "mix", "alloc") for n in LEAVES[SLOW_LEAF]), states

@@ -250,10 +250,14 @@ def _summary(a: dict) -> str:
     for link in a["suspect_links"]:
         on = f" on {link[2]}" if len(link) > 2 else ""
         lines.append(f"  suspect link {link[0]} <-> {link[1]}{on} (a cable or route: drains nothing)")
-    for f in a.get("switch_findings", []):
-        what = "pairs leaving it (uplinks)" if f["kind"] == "uplinks" else "every path through it"
-        lines.append(f"  SUSPECT SWITCH {f['switch']} ({f['key']}): {what} at {f['factor']:.0%} of the fleet, "
-                     f"{f['nodes']} nodes behind it; none drained for it")
+    by_switch: dict[tuple[str, str], list[dict]] = {}
+    for f in a.get("switch_findings", []):  # one line per switch, every key that showed it
+        by_switch.setdefault((f["switch"], f["kind"]), []).append(f)
+    for (switch, kind), found in by_switch.items():
+        what = "pairs leaving it (uplinks)" if kind == "uplinks" else "every path through it"
+        keys = ", ".join(f"{f['key']} {f['factor']:.0%}" for f in found)
+        lines.append(f"  SUSPECT SWITCH {switch}: {what} slow ({keys} of the fleet), "
+                     f"{max(f['nodes'] for f in found)} nodes behind it; none drained for it")
     if a["guard_tripped"]:
         lines.append(f"  GUARD TRIPPED: would drain {','.join(a.get('would_drain', []))}; drained none: "
                      "suspect a fabric-wide problem")
