@@ -562,12 +562,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         key = f"slurmd-{node}"
         pid = self.pids.get(key)
         if pid:
-            _kill(pid, signal.SIGTERM)
-            end = time.monotonic() + 10
-            while time.monotonic() < end and _alive(pid):
-                time.sleep(0.1)
-            if _alive(pid):
-                _kill(pid, signal.SIGKILL)
+            _terminate(pid)
         # slurmctld compares boot times in whole seconds with the reboot request's:
         # a slurmd back within the same second looks booted before it (no reboot seen).
         time.sleep(2)
@@ -662,12 +657,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
                                                  not k.startswith("slurmd-"), k == "munged"))
         for key in order:
             pid = self.pids[key]
-            _kill(pid, signal.SIGTERM)
-            end = time.monotonic() + 10
-            while time.monotonic() < end and _alive(pid):
-                time.sleep(0.1)
-            if _alive(pid):
-                _kill(pid, signal.SIGKILL)
+            if not _terminate(pid):
                 try:
                     os.killpg(pid, signal.SIGKILL)  # slurmstepd ignores SIGTERM
                 except OSError:
@@ -687,6 +677,19 @@ def _version_tuple(version: str) -> tuple[int, int]:
     """(24, 11) from "24.11.5"; "newest" sorts after every release."""
     m = re.match(r"(\d+)\.(\d+)", version)
     return (int(m.group(1)), int(m.group(2))) if m else (99, 99)
+
+
+def _terminate(pid: int, grace: float = 10.0) -> bool:
+    """SIGTERM, up to `grace` seconds for it to go, then SIGKILL. True when it
+    went by itself."""
+    _kill(pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        _kill(pid, signal.SIGKILL)
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:
