@@ -137,6 +137,7 @@ def names(n: int) -> list[str]:
 # -- per-rail fabric (ib_write_bw on each NIC; the stand-in tests/fakebin/ib_write_bw's model) ------
 
 RAIL_BASE = 392.0  # Gb/s of a healthy NDR rail
+WHOLE_BASE = 380.0  # GB/s all_reduce busbw of a healthy pair of whole nodes
 RAIL_SIZE = 1048576
 
 
@@ -159,6 +160,11 @@ class RailFabric:
     transient: float = 0.0  # chance that one measurement hits transient congestion (x U(0.45, 0.85))
     base: float = RAIL_BASE
 
+    def whole(self, a: str, b: str) -> float:
+        """A whole-node pair (nccl-tests over every rail at once): as fast
+        as its slowest rail path (a ring over the rails waits for the slowest)."""
+        return min(self.factor(a, b, nic) for nic in self.rails)
+
     def factor(self, a: str, b: str, nic: str) -> float:
         f = self.nic.get((a, nic), 1.0) * self.nic.get((b, nic), 1.0) * self.node.get(a, 1.0) * self.node.get(b, 1.0)
         f *= self.link.get((frozenset((a, b)), nic), 1.0)
@@ -168,14 +174,25 @@ class RailFabric:
         return f
 
 
-def run_rails(rounds_: list[list[list[tuple[str, str]]]], fabric: RailFabric, seed: int = 0) -> list[Measurement]:
+def run_rails(rounds_: list[list[list[tuple[str, str]]]], fabric: RailFabric, seed: int = 0,
+              whole_node: bool = False) -> list[Measurement]:
     """What the per-rail step measures: every rail of every pair of each
-    task's rounds (`rounds_[task][round]`), with noise and transients."""
+    task's rounds (`rounds_[task][round]`), with noise and transients.
+    `whole_node`: each pair's nccl-tests ``all_reduce`` between the two
+    whole nodes as well (what a run with `burnin.rails` measures besides the
+    rails): its busbw is limited by the pair's slowest rail path
+    (`RailFabric.whole`), with its own noise and transients."""
     rng = random.Random(seed)
     out: list[Measurement] = []
     for task, task_rounds in enumerate(rounds_):
         for r, rnd in enumerate(task_rounds):
             for a, b in rnd:
+                if whole_node:
+                    v = WHOLE_BASE * fabric.whole(a, b) * (1 + fabric.noise * rng.gauss(0, 1))
+                    if fabric.transient and rng.random() < fabric.transient:
+                        v *= rng.uniform(0.45, 0.85)
+                    out.append(Measurement((a, b), max(v, 0.0), REF, "all_reduce", gpu_model=H100,
+                                           nccl_version="2.21.5", task=task, round=r + 1))
                 for nic in fabric.rails:
                     v = fabric.base * fabric.factor(a, b, nic) * (1 + fabric.noise * rng.gauss(0, 1))
                     if fabric.transient and rng.random() < fabric.transient:
@@ -185,10 +202,11 @@ def run_rails(rounds_: list[list[list[tuple[str, str]]]], fabric: RailFabric, se
     return out
 
 
-def rail_fleet(n: int, su: int = 32, **model):
+def rail_fleet(n: int, su: int = 32, whole_node: bool = False, **model):
     """n nodes in a rail-optimised fabric (each of 8 rails has its own leaf
     per `su` nodes: su<k>-r<rail>), measured per rail over the switch-aware
-    plan the job array runs; `model`: RailFabric's fields. Returns (nodes,
+    plan the job array runs (`whole_node`: each pair's whole-node nccl-tests
+    too); `model`: RailFabric's fields. Returns (nodes,
     topology, measurements, plan: per task its rounds)."""
     from slurmqual.burnin.topology import Topology, switch_of
 
@@ -198,4 +216,4 @@ def rail_fleet(n: int, su: int = 32, **model):
     topo = Topology("sim", rail_switch=dict(leaf))
     sw = switch_of(topo)
     plan = [rounds(g, 3, sw) for g in groups(nodes, 16, sw)]
-    return nodes, topo, run_rails(plan, RailFabric(rails, leaf, **model), seed=3), plan
+    return nodes, topo, run_rails(plan, RailFabric(rails, leaf, **model), seed=3, whole_node=whole_node), plan

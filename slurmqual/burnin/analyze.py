@@ -515,17 +515,31 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     results: dict[str, KeyResult] = {}
     medians: dict[str, float] = {}
     findings = []
+    graphs: dict[str, object] = {}
+    paths = None
+    if topology is not None:
+        # The switches first, on every pair and rail key, then each switch
+        # found on any key divided out of the others (fabricmodel.py): a
+        # slow rail leaf explains its nodes' whole-node pairs too.
+        from .components import attribute
+        from .fabricmodel import Paths, explain_switches
+
+        paths = Paths(topology)
+        net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
+               if split_key(k)[1] in ("pair", "rail") and not (fleet_level or {}).get(k)}
+        for key, rail in sorted(net.items()):
+            by_key[key], found, graphs[key] = attribute(key, by_key[key],
+                                                        lambda n, nic=rail: topology.leaf_of(n, nic), p)
+            findings += found
+        explained, changed = explain_switches(by_key, findings, paths, p, net)
+        for key in changed:
+            graphs.pop(key, None)  # its pairs changed: judge_pairs builds their graph again
+        findings += explained
     for key, ms in sorted(by_key.items()):
         _test, topo, nic = split_key(key)
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
-            graph = None
-            if topology is not None and not level:
-                from .components import attribute
-
-                ms, found, graph = attribute(key, ms, lambda n, nic=nic: topology.leaf_of(n, nic), p)
-                findings += found
-            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graph)
+            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key))
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
         elif topo == "intra":
@@ -540,13 +554,19 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     nodes: dict[str, dict] = {}
     parts = {k: split_key(k) for k in results}
     found_in: dict[str, set[str]] = {}  # key -> the switches found slow on it
+    noise_of = {k: r.noise for k, r in results.items()}
     for f in findings:
         found_in.setdefault(f.key, set()).add(f.switch)
     for n in all_nodes:
         keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n]} for k, r in results.items() if n in r.verdicts}
+        if len(keys) > 1 and any(kv["verdict"] == "fail" for kv in keys.values()):
+            from .fabricmodel import name_nics
+
+            ratio = {k: kv["score"] / results[k].median for k, kv in keys.items()
+                     if kv["score"] is not None and results[k].median}
+            name_nics(keys, parts, ratio, noise_of, p.threshold)
         nodes[n] = {**_node_verdict(keys, tests, parts), "keys": keys}
-        behind = sorted({sw for k in keys.keys() & found_in.keys()
-                         if (sw := topology.leaf_of(n, parts[k][2] if parts[k][1] == "rail" else None)) in found_in[k]})
+        behind = _behind(n, keys, parts, found_in, paths) if paths is not None and found_in else []
         if behind:
             nodes[n]["behind_suspect_switch"] = behind
         if n in models:
@@ -649,6 +669,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
                     problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()},
                     suspect_switches=switches, switch_findings=[f.to_dict() for f in findings])
+
+
+def _behind(n: str, keys: dict, parts: dict[str, tuple], found_in: dict[str, set[str]], paths) -> list[str]:
+    """The switches found slow on the keys `n` was measured under that it sits behind."""
+    from .fabricmodel import behind
+
+    return behind(n, {k: parts[k][2] if parts[k][1] == "rail" else None for k in keys if k in found_in},
+                  found_in, paths)
 
 
 def _natural(name: str) -> tuple:

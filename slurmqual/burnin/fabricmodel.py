@@ -1,0 +1,188 @@
+"""One model of the fabric across every key of a run.
+
+A run measures the same fabric under several keys: whole-node nccl-tests
+pairs (``all_reduce:pair``), each rail on its own (``ib_write_bw:rail:mlx5_3``),
+each node alone. A pair's number on any key is the product of what it went
+through (in logs: a sum of effects): both nodes, their NICs on the rails the
+key uses, the switches on its path and the route between them. On a rail
+key a path goes through the ends' leaves of that rail; a whole-node pair
+runs over every rail at once and goes through every rail leaf of both ends,
+as fast as its slowest rail path.
+
+This module holds what ties the keys together:
+
+- `Paths`: which switches a pair goes through on a key (a per-rail fabric
+  map gives a node one leaf per rail: its whole-node path runs through all
+  of them; Slurm's topology gives the node one leaf for every key);
+- `explain_switches`: a switch found slow on any key (components.attribute)
+  explains the slow results of the nodes behind it on *every* key: its
+  effect is estimated on each other key from the pairs through it (a median
+  of their ratio to the healthy level, so a slow node among them does not
+  move it) and divided out there too, the whole-node pair taking its
+  slowest switch's; none of its nodes is drained for it;
+- `name_nics`: a node slow on a whole-node key because of one NIC is that
+  NIC's fault: its slow rail (below the line on its rail key, failing or
+  `retest`), with the node's other rails fine and the whole-node level no
+  lower than that rail explains, is named and failed.
+
+Everything is linear in the pairs through the switches found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from statistics import median
+from typing import TYPE_CHECKING
+
+from .components import MIN_NODES, SwitchFinding
+from .pairs import link_values, top_level
+
+if TYPE_CHECKING:
+    from .analyze import Measurement, Params
+
+# A NIC explains a node's whole-node level when that level is at most this
+# much (relative) below the NIC's own rail level, beyond the noise of both.
+NIC_SLACK = 0.05
+
+
+@dataclass
+class Paths:
+    """The switches on each node's path, per key kind: the leaf of one rail
+    (a rail key) or every leaf of the node (a whole-node key)."""
+    topology: object
+    _whole: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        t = self.topology
+        whole: dict[str, set[str]] = {n: {s} for n, s in t.node_switch.items()}
+        for (n, _rail), s in t.rail_switch.items():
+            whole.setdefault(n, set()).add(s)
+        self._whole = {n: frozenset(s) for n, s in whole.items()}
+
+    def leaves(self, node: str, rail: str | None) -> frozenset[str]:
+        """The leaves a measurement of `node` goes through on `rail` (None: the whole node)."""
+        if rail is None:
+            return self._whole.get(node, frozenset())
+        s = self.topology.leaf_of(node, rail)
+        return frozenset((s,)) if s is not None else frozenset()
+
+    def through(self, a: str, b: str, rail: str | None, switch: str, kind: str) -> bool:
+        """Does pair a-b on `rail` go through `switch` (kind "switch": any
+        path through it; "uplinks": a path leaving it, one end under it)?"""
+        la, lb = self.leaves(a, rail), self.leaves(b, rail)
+        if kind == "uplinks":
+            return (switch in la) != (switch in lb)
+        return switch in la or switch in lb
+
+
+def explain_switches(by_key: dict[str, list["Measurement"]], findings: list[SwitchFinding], paths: Paths,
+                     p: "Params", rail_of: dict[str, str | None]) -> tuple[list[SwitchFinding], set[str]]:
+    """Divide each switch found slow on some key out of every other pair or
+    rail key of the run, in place in `by_key` (keys `rail_of` names, with
+    their rail or None). Returns a finding per key where its effect there is
+    below the line (what the switch costs that key too), and the keys changed."""
+    found: dict[str, SwitchFinding] = {}
+    on_key: dict[str, set[str]] = {}
+    for f in sorted(findings, key=lambda f: f.factor):
+        found.setdefault(f.switch, f)
+        on_key.setdefault(f.key, set()).add(f.switch)
+    if not found:
+        return [], set()
+    more: list[SwitchFinding] = []
+    changed: set[str] = set()
+    for key, rail in rail_of.items():
+        ms = by_key.get(key)
+        if not ms:
+            continue
+        todo = [s for s in found if s not in on_key.get(key, ())]
+        if not todo:
+            continue
+        g = link_values(ms)
+        level = top_level(g, set(), p.threshold)
+        if not level:
+            continue
+        # The switches each pair goes through (of those to explain here).
+        via: dict[tuple[str, str], list[str]] = {}
+        for pair in g.value:
+            hit = [s for s in todo if paths.through(pair[0], pair[1], rail, s, found[s].kind)]
+            if hit:
+                via[pair] = hit
+        if not via:
+            continue
+        factor: dict[str, float] = {}
+        for s in todo:
+            mine = [pair for pair, ss in via.items() if s in ss]
+            alone = [pair for pair in mine if len(via[pair]) == 1]
+            use = alone if len(alone) >= MIN_NODES else mine
+            nodes = {n for pair in mine for n in pair if s in paths.leaves(n, rail)}
+            if len(use) < MIN_NODES or len(nodes) < MIN_NODES:
+                continue
+            f = median(g.value[pair] / level for pair in use)
+            if f < 1.0:
+                factor[s] = f
+                if f < p.threshold:
+                    more.append(SwitchFinding(s, key, found[s].kind, f, len(nodes), len(mine)))
+        if not factor:
+            continue
+        # A whole-node pair is as fast as its slowest rail path; on one rail
+        # its switches' effects multiply.
+        scale: dict[tuple[str, str], float] = {}
+        for pair, ss in via.items():
+            fs = [factor[s] for s in ss if s in factor]
+            if fs:
+                if rail is None:
+                    scale[pair] = min(fs)
+                else:
+                    x = 1.0
+                    for f in fs:
+                        x *= f
+                    scale[pair] = x
+        out = []
+        for m in ms:
+            a, b = m.nodes
+            f = scale.get((a, b) if a < b else (b, a))
+            out.append(replace(m, busbw=m.busbw / f) if f else m)
+        by_key[key] = out
+        changed.add(key)
+    return more, changed
+
+
+def behind(node: str, keys: dict[str, str | None], switches: dict[str, set[str]], paths: Paths) -> list[str]:
+    """The switches found slow (`switches`: key -> switches found or explained
+    on it) that `node` sits behind on the keys it was measured under (`keys`:
+    key -> rail or None)."""
+    out: set[str] = set()
+    for key, rail in keys.items():
+        found = switches.get(key)
+        if found:
+            out |= found & paths.leaves(node, rail)
+    return sorted(out)
+
+
+def name_nics(keys: dict[str, dict], parts: dict[str, tuple], ratio: dict[str, float], noise: dict[str, float],
+              threshold: float) -> bool:
+    """A node `fail` on a whole-node (pair) key, with some of its rails below
+    the line (fail or retest) and the others passing, and its whole-node
+    level no lower than its slowest such rail explains: those rails' NICs
+    are the part to replace. Marks their rail keys `fail` in `keys` (the
+    node's per-key verdicts; `ratio`: key -> its score / the key's median)
+    and says whether it did."""
+    pair = [k for k, kv in keys.items() if parts[k][1] == "pair" and kv["verdict"] == "fail" and k in ratio]
+    rails = [k for k in keys if parts[k][1] == "rail"]
+    if not pair or len(rails) < 2:
+        return False
+    low = [k for k in rails if keys[k]["verdict"] in ("fail", "retest") and k in ratio and ratio[k] < threshold]
+    rest = [k for k in rails if k not in low]
+    if not low or not rest or any(keys[k]["verdict"] != "pass" for k in rest):
+        return False
+    worst_rail = min(ratio[k] for k in low)
+    for k in pair:
+        slack = max(NIC_SLACK, 4 * max(noise.get(k, 0.0), *(noise.get(r, 0.0) for r in low)))
+        if ratio[k] < worst_rail - slack:
+            return False  # slower than the NIC explains: the node itself (or more) is slow
+    if all(keys[k]["verdict"] == "fail" for k in low):
+        return False  # already named
+    for k in low:
+        keys[k]["verdict"] = "fail"
+        keys[k]["explains"] = sorted(pair)
+    return True
