@@ -4,6 +4,10 @@
 # as root, creates .venv, installs slurmqual with its test extras, builds (or
 # reuses) the cached Debian chroots of the Slurm version matrix, runs pytest.
 # SLURMQUAL_SLURM_VERSIONS=22.05,24.11,newest (the default) picks the versions.
+# The tests run side by side (pytest-xdist, SLURMQUAL_TEST_WORKERS workers,
+# default 4; 0 runs them in this process): each module's cluster of each Slurm
+# version is one group on one worker (tests/conftest.py), the unit tests fill
+# the gaps. Passing -n yourself, or -p no:xdist, turns this off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +32,11 @@ PY=${PYTHON:-python3}
 if [ "$(id -u)" = 0 ] && [ "${SLURMQUAL_SLURM_VERSIONS:-24.11}" != 22.05 ]; then
     .venv/bin/python tests/chroot.py build --versions "${SLURMQUAL_SLURM_VERSIONS:-22.05,24.11,newest}" || true
 fi
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+
+workers=${SLURMQUAL_TEST_WORKERS:-4}
+dist=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+for a in "$@"; do
+    case $a in -n|-n[0-9]*|--numprocesses*|--dist*|no:xdist|-pno:xdist) dist=() ;; esac
+done
+[ "$workers" = 0 ] && dist=()
+exec .venv/bin/python -m pytest -p no:cacheprovider "${dist[@]}" "$@"

@@ -109,6 +109,79 @@ def _chroot_for(version: str, session) -> str:
     return result
 
 
+# -- side by side (pytest-xdist: scripts/test.sh runs `-n N --dist loadgroup`) --
+# Each module's real cluster of one Slurm version is one xdist group: its tests
+# run in order on one worker, against that worker's own cluster (own ports,
+# state, munge and, for chroot versions, own mount namespace), while other
+# workers run other modules' clusters, of any version, and the unit tests.
+# A unit-test module with a module-scoped fixture (a wheel built once) is one
+# group too; every other unit test goes to whichever worker is free.
+
+
+def _version(item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("cluster") if callspec else None
+
+
+def xdist_group(item) -> str | None:
+    """The xdist group `item` runs in, or None (any worker, alone)."""
+    version = _version(item)
+    if version:
+        return f"slurm-{version}-{item.module.__name__}"
+    defs = getattr(item, "_fixtureinfo", None)
+    for fixturedefs in (defs.name2fixturedefs.values() if defs else ()):
+        if any(d.scope in ("module", "package") and d.baseid for d in fixturedefs):
+            return f"module-{item.module.__name__}"
+    return None
+
+
+def _needs_build(version: str) -> bool:
+    """A version whose daemons are built while the tests run (not the host's
+    packages, not a chroot, which scripts/test.sh builds before pytest)."""
+    return version != slurmcluster.HOST_VERSION and version not in chroot.SUITES
+
+
+def _rank(item, sizes: dict[str, int]) -> tuple:
+    """Order of the xdist work queue (--no-loadscope-reorder keeps it): real
+    clusters first, largest module first (they are the long ones), then the
+    unit tests, then the versions built during the run, so that their build
+    overlaps everything else."""
+    group = xdist_group(item)
+    version = _version(item)
+    if version and _needs_build(version):
+        return (2, -sizes[group])
+    if version:
+        return (0, -sizes[group])
+    return (1, -sizes[group]) if group else (1, 0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark the groups (before xdist reads the marks, hence tryfirst)."""
+    for item in items:
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+class _QueueOrder:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        """After pytest's own reordering (each module's cluster contiguous), a
+        stable sort by _rank: the same order on every worker."""
+        sizes: dict[str, int] = {}
+        for item in items:
+            group = xdist_group(item)
+            if group:
+                sizes[group] = sizes.get(group, 0) + 1
+        items[:] = sorted(items, key=lambda item: _rank(item, sizes))
+
+
+def pytest_configure(config):
+    if getattr(config.option, "dist", "no") != "no":
+        config.pluginmanager.register(_QueueOrder(), "slurmqual-queue-order")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Before the module's `cluster` fixture starts: pick its Slurm version

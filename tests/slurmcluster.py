@@ -87,10 +87,28 @@ def missing_requirements(version: str = HOST_VERSION) -> str | None:
     return None
 
 
+# Below Linux's ephemeral range (32768-60999 by default), so that no outgoing
+# connection (slurmd -> slurmctld, clients) can hold a port a daemon is about to
+# bind. Side by side (pytest-xdist), worker gwK draws from its own slice, so two
+# workers never pick the same block between the check and the daemons' bind.
+PORTS = (20000, 32700)
+_SLICES = 8
+
+
+def _port_range() -> tuple[int, int]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw3" under xdist, else unset
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return PORTS
+    width = (PORTS[1] - PORTS[0]) // _SLICES
+    lo = PORTS[0] + (int(worker[2:]) % _SLICES) * width
+    return lo, lo + width
+
+
 def _free_port_block(count: int) -> int:
     """First of `count` consecutive free TCP ports on 127.0.0.1 (several clusters may run at once)."""
+    lo, hi = _port_range()
     for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
+        base = random.randrange(lo, hi - count)
         socks = []
         try:
             for p in range(base, base + count):
