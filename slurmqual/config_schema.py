@@ -18,6 +18,9 @@ class SchemaError(ValueError):
 
 class NodeCfg(Strict):
     gpus: int | None = Field(None, ge=0, le=64, description="expected GPUs per node; None: no gpu_count judgement")
+    # Every GPU's model as the driver names it (/proc/driver/nvidia/gpus/*/information,
+    # "NVIDIA H100 80GB HBM3"); None: not judged.
+    gpu_model: str | None = Field(None, min_length=1, max_length=96)
     gpudirect: Literal["peermem", "dmabuf"] = "peermem"
     # Directory of per-node roots for test clusters: "{node}" is replaced by SLURMD_NODENAME.
     root: str = "/"

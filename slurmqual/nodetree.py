@@ -349,7 +349,7 @@ def _write_proc(root: str, spec: NodeSpec, gpu_bdfs: list[str]) -> None:
     _write(f"{root}/proc/driver/nvidia/version", f"{nvrm}\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
     for n, bdf in enumerate(gpu_bdfs):
         _write(f"{root}/proc/driver/nvidia/gpus/{bdf}/information",
-               f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t {300 + n}\n"
+               f"Model: \t\t {spec.gpu_product}\nIRQ:   \t\t {300 + n}\n"
                f"GPU UUID: \t GPU-5a3d2c{n:02d}-1b7e-4f0a-9c1d-0c2e8f1a{n:04d}\nVideo BIOS: \t 96.00.99.00.01\n"
                f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
                f"Bus Location: \t {bdf}\nDevice Minor: \t {n}\nGPU Excluded:\t No")

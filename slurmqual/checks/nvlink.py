@@ -194,10 +194,13 @@ def run(ctx) -> CheckResult:
 
     if not ctx.gpus():
         return CheckResult(NAME, Status.NA, "no NVIDIA GPUs on this node")
+    cfg = ctx.settings(NAME)
     gpus = _nvlink_query(ctx, "-s", "NVLink state", parse_nvlink_status)
     if isinstance(gpus, CheckResult):
+        if cfg["links_per_gpu"] == 0 and "printed no GPU lines" in gpus.message:
+            return CheckResult(NAME, Status.NA, "no NVLink expected (checks.nvlink.links_per_gpu = 0) and "
+                               "nvidia-smi nvlink -s lists none")
         return gpus
-    cfg = ctx.settings(NAME)
     peers, note = None, ""
     if needs_topology(gpus, cfg["links_per_gpu"]):
         peers, note = topology(ctx)

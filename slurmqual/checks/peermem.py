@@ -17,6 +17,9 @@ nvidia_peermem module (legacy: nv_peer_mem) NCCL silently falls back to staging
 through host memory: all_reduce bus bandwidth drops by half or more, nothing crashes.
 Reads: /proc/modules. Sites that use dma-buf instead (node.gpudirect = "dmabuf")
 get a check for the open GPU kernel module (>= 515) and Linux >= 5.12.
+A node without RDMA devices (/sys/class/infiniband empty) and no fabric.nics
+expected has no GPUDirect RDMA to judge: not applicable (nvidia_peermem cannot
+load without the RDMA stack).
 Fix: modprobe nvidia-peermem; echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf""",
 )
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
@@ -51,4 +54,10 @@ def judge_dmabuf(drv: nvidia.Driver, kernel: str) -> CheckResult:
 def run(ctx) -> CheckResult:
     if ctx.config["node"]["gpudirect"] == "dmabuf":
         return judge_dmabuf(nvidia.driver(ctx.fs), nvidia.kernel_release(ctx.fs))
-    return judge_peermem(ctx.modules())
+    result = judge_peermem(ctx.modules())
+    # Only on the failure path: a node without RDMA devices, where none are
+    # expected, has no GPUDirect RDMA (nvidia_peermem needs ib_core to load).
+    if result.status is Status.FAIL and not ctx.config["fabric"]["nics"] and not ctx.ports():
+        return CheckResult(NAME, Status.NA, "no RDMA devices on this node (none expected): GPUDirect RDMA "
+                           "not applicable")
+    return result

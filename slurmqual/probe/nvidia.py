@@ -27,6 +27,20 @@ def driver(fs: FsRoot) -> Driver:
     return Driver(m.group(1), "Open Kernel Module" in text)
 
 
+def gpu_models(fs: FsRoot) -> dict[str, str]:
+    """GPU PCI address -> model, from the driver's /proc/driver/nvidia/gpus/<bdf>/information
+    ('Model: \t\t NVIDIA H100 80GB HBM3'); a GPU without that line is left out. No
+    subprocess and no `re`: gpu_count reads it in the prolog when node.gpu_model is set."""
+    out = {}
+    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
+        for line in (fs.read_or(f"/proc/driver/nvidia/gpus/{bdf}/information") or "").splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "Model" and value.strip():
+                out[bdf] = value.strip()
+                break
+    return out
+
+
 def kernel_release(fs: FsRoot) -> str:
     return fs.read("/proc/sys/kernel/osrelease").strip()
 
