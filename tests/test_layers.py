@@ -34,7 +34,7 @@ LAYERS: dict[str, int] = {
     "slurmqual.events": ENGINE, "slurmqual.counterwindow": ENGINE, "slurmqual.metrics": ENGINE,
     "slurmqual.nodetree": ENGINE, "slurmqual.testing": ENGINE, "slurmqual.configproblem": ENGINE,
     "slurmqual.slurmconf": ENGINE, "slurmqual.remediation": ENGINE, "slurmqual.gpureset": ENGINE, "slurmqual.hwid": ENGINE, "slurmqual.rma": ENGINE,
-    "slurmqual.rawevidence": ENGINE,
+    "slurmqual.rawevidence": ENGINE, "slurmqual.siteinit": ENGINE,
     "slurmqual.burnin": ENGINE, "slurmqual.burnin.store": ENGINE, "slurmqual.burnin.analyze": ENGINE,
     "slurmqual.burnin.pairs": ENGINE, "slurmqual.burnin.noise": ENGINE, "slurmqual.burnin.parse": ENGINE,
     "slurmqual.burnin.plan": ENGINE, "slurmqual.burnin.rundir": ENGINE, "slurmqual.burnin.report": ENGINE, "slurmqual.burnin.gpus": ENGINE,
