@@ -115,6 +115,63 @@ def test_nvbandwidth_json_document():
     assert not gpuparse.parse('{"nvbandwidth": {"testc').ok  # cut JSON
 
 
+def test_gpu_burn_2026_cuinit_returned_0_is_not_a_failure():
+    # gpu_burn 2026 prints `cuInit returned 0 (no error)` per GPU on a healthy run (all 7 OK)
+    r = real("gpu_burn_7x_B300_cuInit_returned_0_2026_EXCERPT.txt")
+    assert not any("cuInit" in p for p in r.problems), r.problems
+    assert [x.gpu for x in r.readings] == list(range(7)) and r.readings[1].value == 1.038
+    assert r.readings[0].serial == "GPU-bce5282f-d716-d136-5759-b7181a7a55df"
+    # what is left is true of this log: it kept one progress record, where only GPU 1 had reported
+    assert {p for p in r.problems} == {f"GPU {g}: no Gflop/s reading above 0 (it never computed)" for g in (0, 2, 3, 4, 5, 6)}
+    # a non-zero CUresult is still a failure (the same log, as a driver mismatch prints it)
+    text = open(os.path.join(REAL, "gpu_burn_7x_B300_cuInit_returned_0_2026_EXCERPT.txt")).read()
+    bad = gpuparse.parse(text.replace("cuInit returned 0 (no error)", "cuInit returned 999 (unknown error)", 1))
+    assert "failure: cuInit returned 999 (unknown error)" in bad.problems
+
+
+def test_nvbandwidth_sm_testcases_are_their_own_tests():
+    r = real("nvbandwidth_v0.8_1x_A100_h2d_sm_t_issue42_EXCERPT.txt")  # `-t host_to_device_memcpy_sm`
+    assert r.ok, r.problems
+    assert [(x.gpu, x.test, x.value, x.pci) for x in r.readings] == [(0, "h2d_sm", 25.13, "0000:99:00.0")]
+    # a full run: CE and SM host copies side by side, never merged into one key
+    r = real("nvbandwidth_v0.6_GH200_all_testcases_superbench.log")
+    got = {(x.test, x.gpu): x.value for x in r.readings}
+    assert got[("h2d_sm", 0)] == 372.33 and got[("h2d", 0)] != got[("h2d_sm", 0)] and ("d2h_sm", 0) in got
+
+
+def test_nvbandwidth_matrix_without_running_line_is_named_by_sum_or_description():
+    r = real("nvbandwidth_v0.8_6x_A6000_d2d_read_ce_no_running_issue50_EXCERPT.txt")  # '...' in place of Running
+    assert r.ok, r.problems
+    nv = {x.gpu: x.value for x in r.readings if x.test == "nvlink"}
+    assert sorted(nv) == list(range(6)) and nv[0] == pytest.approx(22.64)  # median of row 0 and column 0
+    # quoted Running lines, no SUM: the first matrix ended where the next testcase started
+    r = real("nvbandwidth_8x_H100_h2d_d2h_sm_quoted_running_no_sum_issue24.txt")
+    assert r.tool == "nvbandwidth"
+    assert [(x.gpu, x.test, x.value) for x in r.readings][:2] == [(0, "h2d_sm", 35.19), (1, "h2d_sm", 35.25)]
+    assert len(r.readings) == 8 and not r.ok  # the second matrix ends with the quote: incomplete
+    assert r.problems == ["incomplete run: device_to_host_memcpy_sm has no SUM line"]
+    # the same text without its `> Running` lines: named by the description alone
+    text = open(os.path.join(REAL, "nvbandwidth_8x_H100_h2d_d2h_sm_quoted_running_no_sum_issue24.txt")).read()
+    bare = gpuparse.parse("\n".join(ln for ln in text.splitlines() if "Running" not in ln))
+    assert {x.test for x in bare.readings} == {"h2d_sm"} and len(bare.readings) == 8
+
+
+def test_nvbandwidth_default_run_with_multi_matrix_testcases():
+    r = real("nvbandwidth_v0.10_7x_B300_default_run_ce_2026_EXCERPT.txt")
+    assert r.ok and r.version == "v0.10.0", r.problems
+    got = {(x.test, x.gpu): x.value for x in r.readings}
+    assert {t for t, _ in got} == {"h2d", "d2h", "nvlink"} and len(got) == 21
+    assert got[("d2h", 6)] == 56.92 and 774 < got[("nvlink", 3)] < 775  # the write CE matrix judges NVLink (as burn-in runs it)
+
+
+def test_nvbandwidth_json_waived_testcases_are_not_errors():
+    # a default `-j` run on one GPU: every device-to-device testcase "Waived"
+    r = real("nvbandwidth_v0.5_json_1gpu_default_run_waived_dcgm_tests.json")
+    assert r.ok and r.version == "v0.5", r.problems
+    assert {(x.test, x.gpu): x.value for x in r.readings} == {("h2d", 0): 12.396, ("d2h", 0): 13.2,
+                                                              ("h2d_sm", 0): 12.4, ("d2h_sm", 0): 13.203}
+
+
 def test_unknown_output_is_not_guessed():
     r = gpuparse.parse("hello\nworld\n")
     assert r.tool is None and not r.ok

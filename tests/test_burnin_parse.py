@@ -182,6 +182,21 @@ def test_mpirun_tag_output_with_stderr_lines_of_other_ranks():
     assert r.busbw_at(16777216) == 2.17 and r.avg_busbw == 1.57614
 
 
+def test_older_error_column_marks_the_rows_out_of_bounds_counted():
+    # 2020: `error` 1e+00 out of place and in place, "Out of bounds values : 2 FAILED", pasted without '#'
+    r = real("allgather_2020_error_column_1e+00_oob_2_FAILED_no_hash_issue37_EXCERPT.txt")
+    assert not r.ok and r.avg_busbw == 128.942
+    assert [(x.size, x.busbw, x.busbw_inplace, x.wrong) for x in r.rows] == [(4294967296, 129.05, 128.84, 2)]
+    assert any(p.startswith("wrong results (`error` beyond") for p in r.problems)
+    assert "out of bounds values: 2 FAILED" in r.problems
+
+
+def test_error_column_within_the_float_bound_is_not_wrong(samples):
+    # the same older column at rounding level (1e-06 .. 5e-07 in float sums) on a clean run
+    r = load(samples, "allreduce_8gpu_a100_validation0_NA_redop_noroot.txt")
+    assert all(x.wrong is None for x in r.rows)
+
+
 def test_srun_label_prefix():
     r = real("allreduce_srun_label_4node_mi250x_rccl_EXCERPT.txt")
     assert r.ok and r.problems == [] and len(r.rows) == 17

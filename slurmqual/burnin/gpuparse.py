@@ -15,7 +15,14 @@
   matrix, `SUM NAME X`) or the `-j` JSON document (v0.5 on). Per GPU:
   device_local_copy -> `hbm`, host_to_device_memcpy_ce -> `h2d`,
   device_to_host_memcpy_ce -> `d2h` (the PCIe path), device-to-device
-  CE copies -> `nvlink` (median of the GPU's row and column).
+  CE copies -> `nvlink` (median of the GPU's row and column); the SM
+  (copy-kernel) testcases of a default run are their own tests (`hbm_sm`,
+  `h2d_sm`, `d2h_sm`, `nvlink_sm`: a kernel copy is not a copy-engine copy,
+  never compared with one). A matrix is named by its `Running` line, else by
+  its SUM line, else by its description (pasted and `-t` runs often lack the
+  `Running` line); it is complete at its SUM line or when the next testcase
+  starts. A testcase nvbandwidth waives (device to device on one GPU) is not
+  an error.
 
 A run that is incomplete, aborted or unreadable carries `problems`: it is a
 test error, never a slow verdict. Work is bounded like parse.py: the file is
@@ -37,10 +44,27 @@ TOOLS = ("gpu_burn", "dcgmproftester", "nvbandwidth")
 # nvbandwidth testcase -> our test name
 NVBANDWIDTH_TESTS = {"device_local_copy": "hbm", "host_to_device_memcpy_ce": "h2d",
                      "device_to_host_memcpy_ce": "d2h", "device_to_device_memcpy_write_ce": "nvlink",
-                     "device_to_device_memcpy_read_ce": "nvlink"}
-# tool -> the tests it yields and their unit
+                     "device_to_device_memcpy_read_ce": "nvlink",
+                     "device_local_copy_sm": "hbm_sm", "host_to_device_memcpy_sm": "h2d_sm",
+                     "device_to_host_memcpy_sm": "d2h_sm", "device_to_device_memcpy_write_sm": "nvlink_sm",
+                     "device_to_device_memcpy_read_sm": "nvlink_sm"}
+# A matrix without a `Running` or SUM line that names it: its description
+# (`memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)`) -> the testcase.
+# all_to_host/host_to_all print the same descriptions as device_to_host/
+# host_to_device; a named matrix is never read from its description.
+_NV_DESCRIPTIONS = (("local GPU(column)", "device_local_copy"),
+                    ("CPU(row) -> GPU(column)", "host_to_device_memcpy"),
+                    ("CPU(row) <- GPU(column)", "device_to_host_memcpy"),
+                    ("GPU(row) -> CPU(column)", "device_to_host_memcpy"),
+                    ("GPU(row) -> GPU(column)", "device_to_device_memcpy_read"),
+                    ("GPU(row) <- GPU(column)", "device_to_device_memcpy_write"))
+# tool -> the tests its burn-in run yields and their unit (gputask runs
+# nvbandwidth with the CE testcases only; the SM ones come from other runs)
 TOOL_TESTS = {"gpu_burn": {"burn": "TFLOPS"}, "dcgmproftester": {"gemm": "TFLOPS"},
               "nvbandwidth": {"hbm": "GB/s", "h2d": "GB/s", "d2h": "GB/s", "nvlink": "GB/s"}}
+# every test a tool's output can give -> the tool (retest rounds rerun it)
+TOOL_OF_TEST = {**{test: tool for tool, tests in TOOL_TESTS.items() for test in tests},
+                **{test: "nvbandwidth" for test in NVBANDWIDTH_TESTS.values()}}
 
 
 @dataclass
@@ -94,7 +118,7 @@ def detect(text: str) -> str | None:
         return "gpu_burn"
     if re.search(r"EngineActive: (?:generated|target)", head) or "dcgmproftester" in head[:4096]:
         return "dcgmproftester"
-    if "nvbandwidth" in head[:4096] or re.search(r"^Running \w+\.$", head, re.M) or '"nvbandwidth"' in head:
+    if "nvbandwidth" in head[:4096] or _NV_RUNNING.search(head) or _NV_HEADER.search(head) or '"nvbandwidth"' in head:
         return "nvbandwidth"
     return None
 
@@ -131,7 +155,10 @@ _GB_ERR = re.compile(r"(-?\d{1,20})\s{0,4}(\((?:WARNING|DIED)!\))?")
 _GB_TESTED = re.compile(r"^\s*Tested (\d{1,4}) GPUs:\s*$")
 _GB_VERDICT = re.compile(r"^\s*GPU (\d{1,4}): (OK|FAULTY)\s*$")
 _GB_FAILURES = ("Couldn't init a GPU test", "Couldn't init CUDA", "Failure during compute",
-                "No clients are alive", "No CUDA devices", "cuInit returned")
+                "No clients are alive", "No CUDA devices")
+# gpu_burn 2026 prints `cuInit returned 0 (no error)` per GPU on healthy runs;
+# only a non-zero CUresult is a failure
+_GB_CUINIT_FAILED = re.compile(r"cuInit returned (?!0\b)-?\d{1,6}")
 
 
 def parse_gpu_burn(text: str) -> GpuResult:
@@ -149,7 +176,7 @@ def parse_gpu_burn(text: str) -> GpuResult:
         if m:
             models[int(m.group(1))] = (m.group(2).strip(), m.group(3))
             continue
-        if any(f in s for f in _GB_FAILURES):
+        if any(f in s for f in _GB_FAILURES) or _GB_CUINIT_FAILED.search(s):
             res.problems.append(f"failure: {s[:160]}")
             continue
         m = _GB_TESTED.match(s)
@@ -247,7 +274,8 @@ def parse_dcgmproftester(text: str) -> GpuResult:
 
 _NV_VERSION = re.compile(r"^nvbandwidth Version: (\S{1,32})")
 _NV_DEVICE = re.compile(r"^Device (\d{1,4}): (.{1,200}?)(?: \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\))?\s*$")
-_NV_RUNNING = re.compile(r"^Running (\w{1,100})\.$")
+_NV_RUNNING = re.compile(r"^(?:> ?)?Running (\w{1,100})\.$", re.M)  # `> `: a run pasted as a quote
+_NV_HEADER = re.compile(r"^(?:memcpy|memory latency) (?:CE |SM )?.{0,60}\((?:GB/s|ns)\)\s*$", re.M)
 _NV_SUM = re.compile(r"^SUM (\w{1,100}) (\S{1,32})$")
 _NV_FAILURES = ("ASSERT", "Invalid value when checking", "CUDA_ERROR", "CUDA error", "Segmentation fault",
                 "terminate called", "Aborted")
@@ -267,7 +295,7 @@ def _per_gpu(test: str, matrix: list[list[float | None]]) -> dict[int, float]:
         return {}
     rows, cols = len(matrix), max(len(r) for r in matrix)
     out: dict[int, float] = {}
-    if test in ("hbm", "h2d", "d2h"):
+    if test.removesuffix("_sm") in ("hbm", "h2d", "d2h"):
         if rows > 1 and cols == 1:  # a GPU per row
             return {i: r[0] for i, r in enumerate(matrix) if r and r[0] is not None}
         for j in range(cols):  # a GPU per column (the best CPU path when several rows)
@@ -283,15 +311,32 @@ def _per_gpu(test: str, matrix: list[list[float | None]]) -> dict[int, float]:
     return out
 
 
+def _described(header: str) -> str | None:
+    """The testcase a matrix description names (`memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)`)."""
+    for words, name in _NV_DESCRIPTIONS:
+        if words in header:
+            sm = " SM " in f" {header} "
+            if name == "device_local_copy":
+                return name + ("_sm" if sm else "")
+            return name + ("_sm" if sm else "_ce")
+    return None
+
+
 def parse_nvbandwidth(text: str) -> GpuResult:
     if text.lstrip().startswith("{"):
         return parse_nvbandwidth_json(text)
     res = GpuResult("nvbandwidth")
     devices: dict[int, tuple[str, str | None]] = {}
     cases: dict[str, list[list[float | None]]] = {}
-    current: str | None = None
+    current: str | None = None    # the testcase its `Running NAME.` line started
+    unsummed = False              # a testcase started and no SUM line yet
+    described: str | None = None  # the testcase the matrix description names (no Running line)
     matrix: list[list[float | None]] | None = None
-    summed: set[str] = set()
+
+    def keep(name: str | None) -> None:
+        if matrix and name and name not in cases:
+            cases[name] = matrix
+
     for line in _lines(text):
         s = line.strip()
         if not s:
@@ -306,21 +351,26 @@ def parse_nvbandwidth(text: str) -> GpuResult:
             continue
         m = _NV_RUNNING.match(s)
         if m:
-            current, matrix = m.group(1), None
+            keep(current or described)  # the next testcase started: the one before finished
+            current, described, matrix, unsummed = m.group(1), None, None, True
             continue
         m = _NV_SUM.match(s)
         if m:
-            summed.add(m.group(1))
-            if matrix is not None and current == m.group(1):
-                cases[current] = matrix
-            current, matrix = None, None
+            name = m.group(1)
+            if current is None or name == current:
+                keep(name)
+            # `SUM NAME_read1`: one matrix of a testcase that prints several
+            current = current if current and name.startswith(current + "_") else None
+            described, matrix, unsummed = None, None, False
             continue
         if any(f in s for f in _NV_FAILURES):
-            res.problems.append(f"failure{' in ' + current if current else ''}: {s[:160]}")
-            continue
-        if current is None:
+            where = current or described
+            res.problems.append(f"failure{' in ' + where if where else ''}: {s[:160]}")
             continue
         if s.endswith("(GB/s)") or s.endswith("(ns)"):
+            if current is None:
+                keep(described)  # an unnamed matrix ended where the next one starts
+                described = _described(s)
             matrix = []
             continue
         toks = s.split()
@@ -331,9 +381,9 @@ def parse_nvbandwidth(text: str) -> GpuResult:
         try:
             matrix.append([_cell(t) for t in toks[1:]])
         except ValueError:
-            res.problems.append(f"unreadable row in {current}: {s[:80]!r}")
-    if current is not None:
-        res.problems.append(f"incomplete run: {current} has no SUM line")
+            res.problems.append(f"unreadable row in {current or described}: {s[:80]!r}")
+    if unsummed or matrix:
+        res.problems.append(f"incomplete run: {current or described or 'a matrix'} has no SUM line")
     _nv_readings(res, cases, devices)
     return res
 
@@ -341,8 +391,8 @@ def parse_nvbandwidth(text: str) -> GpuResult:
 def _nv_readings(res: GpuResult, cases: dict, devices: dict[int, tuple[str, str | None]]) -> None:
     wanted = {name: t for name, t in NVBANDWIDTH_TESTS.items() if name in cases}
     if not wanted and not res.problems:
-        res.problems.append("no per-GPU testcase (device_local_copy, host_to_device_memcpy_ce, "
-                            "device_to_host_memcpy_ce, device_to_device_memcpy_*_ce) in the output")
+        res.problems.append("no per-GPU testcase (device_local_copy[_sm], host_to_device_memcpy_ce/_sm, "
+                            "device_to_host_memcpy_ce/_sm, device_to_device_memcpy_*_ce/_sm) in the output")
     done: set[str] = set()
     for name, test in wanted.items():
         if test in done:
@@ -380,6 +430,8 @@ def parse_nvbandwidth_json(text: str) -> GpuResult:
     for case in body.get("testcases") or []:
         if not isinstance(case, dict) or case.get("name") not in NVBANDWIDTH_TESTS:
             continue
+        if case.get("status") == "Waived":
+            continue  # nvbandwidth waives what the system cannot run (device to device on one GPU)
         if case.get("status") != "Passed":
             res.problems.append(f"{case.get('name')}: {case.get('status')} {case.get('error', '')}".strip()[:160])
             continue

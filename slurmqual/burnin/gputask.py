@@ -14,7 +14,7 @@ import os
 import time
 
 from ..command import reap, start_logged
-from .gpuparse import TOOL_TESTS, GpuResult, parse_file
+from .gpuparse import TOOL_OF_TEST, TOOL_TESTS, GpuResult, parse_file
 
 # tool -> binary names looked for in burnin.gpu_tools_dir, first found wins
 BINARIES = {"gpu_burn": ("gpu_burn",), "dcgmproftester": ("dcgmproftester13", "dcgmproftester12", "dcgmproftester11"),
@@ -106,10 +106,9 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, t
 def retest_tools(nodes: dict[str, dict]) -> dict[str, list[str]]:
     """node -> the tools a retest round runs again on it: those whose tests
     left one of its GPUs `retest` (analysis nodes.NODE.gpus)."""
-    tool_of = {test: tool for tool, tests in TOOL_TESTS.items() for test in tests}
     out = {}
     for n, v in nodes.items():
-        tools = {tool_of.get(e["test"]) for tests in (v.get("gpus") or {}).values() for e in tests.values()
+        tools = {TOOL_OF_TEST.get(e["test"]) for tests in (v.get("gpus") or {}).values() for e in tests.values()
                  if e["verdict"] == "retest"} - {None}
         if tools:
             out[n] = sorted(tools, key=list(TOOL_TESTS).index)

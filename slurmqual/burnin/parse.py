@@ -50,8 +50,8 @@ _MODEL_TOKEN = re.compile(r"[A-Z]{1,3}\d{2,4}")
 _PREFIX = re.compile(r"^\[\d{1,9},\d{1,9}\]<(?:stdout|stderr)>: ?|^ {0,8}\d{1,7}: ")
 _RANK = re.compile(r"^#\s{0,8}Rank\s{1,8}\d{1,9}\s{1,8}(?:Group\s{1,8}\d{1,9}\s{1,8})?(?:Pid\s{1,8}\d{1,12}\s{1,8})?"
                    r"on\s{1,16}(\S{1,255})\s{1,8}device\s{1,8}\d{1,4}(?:\s{1,8}\[[^\]]{0,64}\])?\s{0,8}(.{0,200})$")
-_AVG = re.compile(r"^#\s{0,8}Avg bus bandwidth\s{0,8}:\s{0,8}(\S{1,64})")
-_OOB = re.compile(r"^#\s{0,8}Out of bounds values\s{0,8}:\s{0,8}(\d{1,20})\s{1,8}(OK|FAILED)")
+_AVG = re.compile(r"^#?\s{0,8}Avg bus bandwidth\s{0,8}:\s{0,8}(\S{1,64})")
+_OOB = re.compile(r"^#?\s{0,8}Out of bounds values\s{0,8}:\s{0,8}(\d{1,20})\s{1,8}(OK|FAILED)")
 _NCCL_VERSION = re.compile(r"(?:^NCCL version|compiled with NCCL)\s{1,8}(\d{1,3}(?:\.\d{1,4}){0,3})")
 _LIBRARY_CODE = re.compile(r"^#\s{0,8}nccl-tests version\s{1,8}\S{1,32}.{0,64}?\bnccl-library=(\d{4,6})\b")
 _STARTING = re.compile(r"^#\s{0,8}Collective test starting:\s{0,8}(\S{1,255})")
@@ -61,9 +61,16 @@ _TIME = re.compile(r"^\d\d:\d\d:\d\d$")
 _FAILURES = ("Test NCCL failure", "NCCL failure", "Test CUDA failure", "Test failure", "CUDA failure",
              "Segmentation fault", "Aborted", "srun: error", "mpirun noticed that process")
 # `#wrong` counts wrong elements. The older `error`/`res` columns hold the
-# largest deviation, not a count; their verdict is the "Out of bounds" line.
+# largest deviation, not a count; their verdict is the "Out of bounds" line,
+# which counts the cells whose deviation is beyond the type's bound
+# (nccl-tests' DeltaMaxValue: reductions of half/bfloat16 5e-2, float 1e-5,
+# double 1e-12; integers and every copy-only collective 1e-200, i.e. any).
+# When that line says FAILED, those rows are the wrong ones.
 _WRONG_COLS = ("#wrong",)
 _DELTA_COLS = ("error", "res")
+_DELTA_BOUND = {"half": 5e-2, "float16": 5e-2, "bfloat16": 5e-2, "float": 1e-5, "float32": 1e-5,
+                "double": 1e-12, "float64": 1e-12}
+_DELTA_INT = ("int8", "uint8", "char", "int", "int32", "uint32", "int64", "uint64")
 _TIME_COLS = ("time", "cputime")
 
 
@@ -73,6 +80,14 @@ class Row:
     busbw: float | None
     busbw_inplace: float | None
     wrong: int | None
+    over: int = field(default=0, compare=False, repr=False)  # older `error` cells beyond the type's bound
+
+
+def _delta_bound(dtype: str | None, op: str | None) -> float:
+    """The deviation nccl-tests tolerates for a row (DeltaMaxValue)."""
+    if op in (None, "", "none") or (dtype or "").lower() in _DELTA_INT:
+        return 1e-200  # copies and integers: any deviation is wrong
+    return _DELTA_BOUND.get((dtype or "").lower(), 5e-2)  # an unknown float type: the loosest bound
 
 
 @dataclass
@@ -219,6 +234,7 @@ class _Columns:
         header = self.header
         size = _int(cells[0])
         nums: dict[str, list[float | None]] = {}
+        dtype = op = None
         for i, name in enumerate(header):
             if i not in cells:
                 continue
@@ -227,17 +243,22 @@ class _Columns:
             elif name in ("type", "redop", "op"):
                 if cells[i][:1].isdigit() or cells[i][:1] == "-":
                     raise ValueError(cells[i])  # a shifted row: a number where a word belongs
+                if name == "type":
+                    dtype = cells[i]
+                else:
+                    op = cells[i]
             elif name in _TIME_COLS or name in ("algbw", "busbw") or name in _WRONG_COLS or name in _DELTA_COLS:
                 nums.setdefault("wrong" if name in _WRONG_COLS else name, []).append(_num(cells[i]))
         busbw = nums["busbw"]
         known = [int(w) for w in nums.get("wrong", []) if w is not None]
-        return Row(size, busbw[0], busbw[1], max(known) if known else None)
+        bound = _delta_bound(dtype, op)
+        over = sum(1 for name in _DELTA_COLS for d in nums.get(name, []) if d is not None and d > bound)
+        return Row(size, busbw[0], busbw[1], max(known) if known else None, over)
 
 
 def _header(line: str) -> list[str] | None:
-    if not line.startswith("#"):
-        return None
-    toks = line[1:].split()
+    """The column header, with its `#` or without (pasted runs of 2020 lost it)."""
+    toks = line.removeprefix("#").split()
     if toks and toks[0] in ("size", "bytes") and "busbw" in toks and "algbw" in toks:
         return toks
     return None
@@ -316,6 +337,25 @@ def parse_lines(lines: Iterable[str]) -> Result:
         m = _NCCL_VERSION.match(stripped)
         if m and res.nccl_version is None:  # "NCCL version 2.21.5+cuda12.4"
             res.nccl_version = m.group(1)
+        hdr = _header(stripped)  # the table header and summary lines without their `#` (pasted runs)
+        if hdr is not None:
+            try:
+                cols = _Columns(hdr)
+                tables.append([])
+            except ValueError as exc:
+                res.problems.append(f"unrecognised table header: {exc}")
+            continue
+        m = _OOB.match(stripped)
+        if m:
+            oob = (int(m.group(1)), m.group(2))
+            continue
+        m = _AVG.match(stripped)
+        if m:
+            try:
+                res.avg_busbw = _num(m.group(1))
+            except ValueError:
+                res.problems.append(f"unreadable average bus bandwidth {m.group(1)!r}")
+            continue
         if _failure(stripped):
             failures.append(stripped[:160])
             continue
@@ -339,6 +379,13 @@ def parse_lines(lines: Iterable[str]) -> Result:
     bad = [r.size for r in res.rows if r.wrong]
     if bad:
         res.problems.append(f"wrong results (#wrong > 0) at sizes {', '.join(map(str, bad[:5]))}")
+    if oob is not None and (oob[1] != "OK" or oob[0]):
+        over = [r for r in res.rows if r.wrong is None and r.over]
+        for r in over:  # the older `error` column: the cells the Out of bounds count counted
+            r.wrong = r.over
+        if over:
+            res.problems.append("wrong results (`error` beyond the type's bound, Out of bounds FAILED) at sizes "
+                                + ", ".join(str(r.size) for r in over[:5]))
     res.problems.extend(_impossible_rows(res))
     res.problems.extend(f"failure: {f}" for f in failures[:5])
     if oob is None:
