@@ -50,8 +50,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from fleet import H100, H200, Fabric, follow_up, names, run  # noqa: E402
-from slurmqual.burnin.analyze import Measurement, Params, _z_score, analyze  # noqa: E402
-from slurmqual.burnin.plan import groups, rounds  # noqa: E402
+from slurmqual.burnin.judge.analyze import _z_score, analyze  # noqa: E402
+from slurmqual.burnin.records import Measurement, Params  # noqa: E402
+from slurmqual.burnin.judge.plan import groups, rounds  # noqa: E402
 
 THRESHOLD, ROUNDS, GROUP = 0.9, 3, 16
 RETEST_BUDGET = 0.05  # of the tested nodes
@@ -305,10 +306,10 @@ def slurmqual(ms: list[Measurement], nodes: list[str], seed: int, follow=None):
 
 def drained_before_retest(a) -> set[str]:
     """What the run's analysis job drains when it submits a retest round
-    (burnin/retest.py settle): its decided fails at once, unless they and the
+    (burnin/run/retest.py settle): its decided fails at once, unless they and the
     retests could exceed the guard's limit (then held for the final count).
     A node drained then stays drained whatever a later analysis says."""
-    from slurmqual.burnin.retest import guard_cap
+    from slurmqual.burnin.run.retest import guard_cap
 
     fails = sum(1 for v in a.nodes.values() if v["verdict"] == "fail")
     retests = sum(1 for v in a.nodes.values() if v["verdict"] == "retest")

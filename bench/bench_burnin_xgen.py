@@ -28,8 +28,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from slurmqual.burnin.analyze import Measurement, analyze  # noqa: E402
-from slurmqual.burnin.plan import groups, rounds  # noqa: E402
+from slurmqual.burnin.judge.analyze import analyze  # noqa: E402
+from slurmqual.burnin.records import Measurement  # noqa: E402
+from slurmqual.burnin.judge.plan import groups, rounds  # noqa: E402
 
 REF = 8589934592
 BASE = 370.0

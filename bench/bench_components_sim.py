@@ -4,7 +4,7 @@ one leaf switch, on simulated fabrics (tests/fleet.py RailFabric: the
 stand-in ib_write_bw's model) measured per rail (8 NICs) over the plan the
 job array runs (switch-aware groups and rounds, plan.py), with up to
 MAX_RETEST_ROUNDS automatic retest submissions as the analysis job submits
-them (burnin/retest.py plan_round: new partners under new switches).
+them (burnin/run/retest.py plan_round: new partners under new switches).
 
 Fabrics: *rail-optimised* (each rail has its own leaf per scalable unit of
 32 nodes: leaf su<k>-r<rail>) and *per-node leaves* (all 8 NICs of a node on
@@ -41,7 +41,7 @@ analysis runs (`truth()`), with the noise the model was given:
 - retests at most max(2, 5% of tested), after at most 2 follow-up rounds.
 A node counts as drained when an analysis drained it: the final one, or an
 earlier one that submitted a retest round (it drains its decided fails at
-once unless the guard could trip: burnin/retest.py settle).
+once unless the guard could trip: burnin/run/retest.py settle).
 
 Usage: python3 bench/bench_components_sim.py [--seeds N] [--sizes 512,4096] [--seed-base N] [--family F]
 """
@@ -62,10 +62,11 @@ sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from bench_burnin_sim import drained_before_retest  # noqa: E402  (the run's drain rule, shared)
 from fleet import RailFabric, names, run_rails  # noqa: E402
-from slurmqual.burnin.analyze import Measurement, Params, analyze  # noqa: E402
-from slurmqual.burnin.plan import groups, rounds  # noqa: E402
-from slurmqual.burnin.retest import plan_round  # noqa: E402
-from slurmqual.burnin.topology import Topology, switch_of  # noqa: E402
+from slurmqual.burnin.judge.analyze import analyze  # noqa: E402
+from slurmqual.burnin.records import Measurement, Params  # noqa: E402
+from slurmqual.burnin.judge.plan import groups, rounds  # noqa: E402
+from slurmqual.burnin.run.retest import plan_round  # noqa: E402
+from slurmqual.burnin.judge.topology import Topology, switch_of  # noqa: E402
 
 THRESHOLD, ROUNDS, GROUP = 0.9, 3, 16
 RAILS = [f"mlx5_{i}" for i in range(8)]

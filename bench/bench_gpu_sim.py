@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-GPU burn-in judgement on simulated fleets (slurmqual.burnin.gpus).
+"""Per-GPU burn-in judgement on simulated fleets (slurmqual.burnin.judge.gpus).
 
 Each GPU's number for a test is what the parsers report: the median of the
 tool's readings over the second half of its run (30 readings here: a 60 s
@@ -57,7 +57,8 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from slurmqual.burnin.gpus import GpuMeasurement, judge  # noqa: E402
+from slurmqual.burnin.judge.gpus import judge  # noqa: E402
+from slurmqual.burnin.records import GpuMeasurement  # noqa: E402
 
 READINGS = 30
 BASE = {"gemm": 700.0, "h2d": 55.0, "hbm": 3000.0}

@@ -34,7 +34,7 @@ def names() -> list[str]:
 
 def grown_store(path: str) -> None:
     """RUNS daily runs, oldest first; a few nodes fail now and then, as in life."""
-    from slurmqual.burnin.store import RunRecord, open_store
+    from slurmqual.burnin.results.store import RunRecord, open_store
 
     nodes = names()
     store = open_store(path)

@@ -81,7 +81,7 @@ def write_node_metrics(directory: str, node: str, results: list[CheckResult], no
 def _key_labels(key: str, default_test: str) -> dict[str, str]:
     """Labels of an analysis key: `<test>:<kind>[:<gpu model>]` (intra medians are
     per GPU model; pair keys have none); older runs' keys are just `<kind>`."""
-    from .burnin.analyze import split_key
+    from .burnin.records import split_key
 
     if ":" not in key:
         return {"test": default_test, "kind": key, "gpu_model": ""}
@@ -129,7 +129,7 @@ def write_burnin_metrics(directory: str, analysis: dict, now: float, test: str =
         when = Gauge("slurmqual_burnin_node_last_run_timestamp_seconds", "Unix time of the node's last burn-in verdict",
                      ["node"], registry=reg)
         if v.get("score") is not None:
-            from .burnin.analyze import median_for
+            from .burnin.judge.analyze import median_for
 
             key, _median = median_for(analysis, node)  # the key (test) that judged this node
             busbw.labels(node=node, test=key.partition(":")[0] if key else test).set(float(v["score"]) * GB)
@@ -176,7 +176,7 @@ def _component_gauges(reg, analysis: dict) -> None:
     their counts (always present, 0 when none: what an alert watches)."""
     from prometheus_client import Gauge
 
-    from .burnin.components import suspect_parts
+    from .burnin.judge.components import suspect_parts
 
     parts = suspect_parts(analysis)
     Gauge("slurmqual_burnin_suspect_switches", "Switches the last burn-in found slow (none of their nodes drained)",

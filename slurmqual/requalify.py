@@ -43,7 +43,7 @@ def pick_references(store, candidates: list, swapped: set[str], count: int, now:
 
 def progress(run_dir: str) -> str:
     """`tasks 1/3 done, 12 measurements so far` from a run directory's result files."""
-    from .burnin import rundir
+    from .burnin.results import rundir
 
     try:  # retest rounds' tasks included
         total = len(rundir.planned_tasks(run_dir, rundir.read_plan(run_dir)))
@@ -57,7 +57,7 @@ def progress(run_dir: str) -> str:
 
 def pairing_rounds(swapped: list[str], refs: list[str], partners: int) -> list[list[list[str]]]:
     """Each swapped node meets `partners` different reference nodes, one per round."""
-    from .burnin.plan import retest_plan
+    from .burnin.judge.plan import retest_plan
 
     return [[list(p) for p in rnd] for rnd in retest_plan(swapped, refs, partners)]
 
@@ -87,7 +87,7 @@ class Requalify:
 
     # -- the workflow ----------------------------------------------------------
     def run(self) -> dict:
-        from .burnin.store import StoreError, open_store
+        from .burnin.results.store import StoreError, open_store
         from .policy import may_resume
 
         info = {n.name: n for n in self.adapter.node_info()}
@@ -326,7 +326,7 @@ class Requalify:
         return None
 
     def _burnin(self, nodes: list[str], refs: list[str]) -> dict:
-        from .burnin.runner import submit
+        from .burnin.run.runner import submit
 
         partners = min(len(refs), max(2, self.config["burnin"]["rounds"] - 1))
         rounds = pairing_rounds(nodes, refs, partners)
@@ -342,7 +342,7 @@ class Requalify:
         analysis may submit retest rounds (swapped nodes it cannot decide,
         paired with reference nodes they have not met, inside the
         reservation); each round's jobs are cancelled with requalify's."""
-        from .burnin import rundir
+        from .burnin.results import rundir
 
         stage = rundir.current(run_dir)
         last_line, last_time = "", 0.0
@@ -386,7 +386,7 @@ class Requalify:
         requalify) gets the burn-in's own reason, naming the NIC or the median;
         anything else (untested, retest) says so."""
         if v["verdict"] == "fail" and v.get("score") is not None:
-            from .burnin.runner import drain_reason
+            from .burnin.run.runner import drain_reason
 
             return drain_reason(analysis, node, v["score"])
         return reasons.make("requalify", f"burn-in {v['verdict']}, score {v['score']}")

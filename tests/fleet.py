@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from slurmqual.burnin.analyze import Measurement
-from slurmqual.burnin.plan import groups, rounds
+from slurmqual.burnin.records import Measurement
+from slurmqual.burnin.judge.plan import groups, rounds
 
 REF = 8589934592
 H100 = "NVIDIA H100 80GB HBM3"
@@ -208,7 +208,7 @@ def rail_fleet(n: int, su: int = 32, whole_node: bool = False, **model):
     plan the job array runs (`whole_node`: each pair's whole-node nccl-tests
     too); `model`: RailFabric's fields. Returns (nodes,
     topology, measurements, plan: per task its rounds)."""
-    from slurmqual.burnin.topology import Topology, switch_of
+    from slurmqual.burnin.judge.topology import Topology, switch_of
 
     rails = [f"mlx5_{i}" for i in range(8)]
     nodes = names(n)

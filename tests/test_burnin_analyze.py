@@ -4,8 +4,9 @@ nodes, slow links, noise, guard, untested, several tests, GPU models."""
 import pytest
 
 from fleet import follow_up, H100, H200, REF, Fabric, measure, names, run, run_pairs
-from slurmqual.burnin.analyze import Measurement, Params, analyze, judging_key, median_for
-from slurmqual.burnin.plan import groups, retest_plan, rounds
+from slurmqual.burnin.judge.analyze import analyze, judging_key, median_for
+from slurmqual.burnin.records import Measurement, Params
+from slurmqual.burnin.judge.plan import groups, retest_plan, rounds
 
 
 def verdicts(a, v):

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from fleet import rail_fleet
-from slurmqual.burnin.analyze import analyze
-from slurmqual.burnin.components import suspect_parts
-from slurmqual.burnin.report import render_html
-from slurmqual.burnin.store import RunRecord, open_store
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.judge.components import suspect_parts
+from slurmqual.burnin.results.report import render_html
+from slurmqual.burnin.results.store import RunRecord, open_store
 from slurmqual.commands.status import (_burnin_facts, _last_components, add_components, gather, render, rows,
                                        summary)
 from slurmqual.slurm.cli import parse_scontrol_node

@@ -5,8 +5,9 @@ are analyze()'s own output on the fabric model."""
 import re
 
 from fleet import Fabric, run
-from slurmqual.burnin.analyze import Measurement, Params, analyze, median_for
-from slurmqual.burnin.runner import drain_failures
+from slurmqual.burnin.judge.analyze import analyze, median_for
+from slurmqual.burnin.records import Measurement, Params
+from slurmqual.burnin.run.runner import drain_failures
 from slurmqual.slurm import SlurmError
 from slurmqual.slurm.adapter import NodeInfo
 from slurmqual.testing import FakeAdapter

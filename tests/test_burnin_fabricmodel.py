@@ -4,8 +4,8 @@ whole-node nccl-tests pairs and per-rail ib_write_bw both run, as
 `burnin.rails` does), judged by analyze()."""
 
 from fleet import rail_fleet
-from slurmqual.burnin.analyze import analyze
-from slurmqual.burnin.runner import drain_reason
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.run.runner import drain_reason
 from slurmqual.commands.burnin import EXIT_SWITCH, exit_code
 
 WHOLE = "all_reduce:pair"

@@ -15,10 +15,11 @@ import sys
 
 import pytest
 
-from slurmqual.burnin import gpuparse
-from slurmqual.burnin.analyze import Measurement, analyze
-from slurmqual.burnin.gputask import lines_of
-from slurmqual.burnin.store import MIGRATIONS, RunRecord, open_store
+from slurmqual.burnin.read import gpuparse
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.records import Measurement
+from slurmqual.burnin.run.gputask import lines_of
+from slurmqual.burnin.results.store import MIGRATIONS, RunRecord, open_store
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BURN = gpuparse.parse_file(os.path.join(REPO, "tests", "data", "real", "gpu", "gpu_burn_8x_A100_doubles_tc_superbench.log"))

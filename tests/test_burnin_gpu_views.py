@@ -7,8 +7,8 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurmqual.burnin.report import render_html
-from slurmqual.burnin.store import RunRecord, open_store
+from slurmqual.burnin.results.report import render_html
+from slurmqual.burnin.results.store import RunRecord, open_store
 from slurmqual.commands.status import _burnin_facts, add_gpus, gather, render, rows, summary
 from slurmqual.metrics import write_burnin_metrics
 from slurmqual.slurm.cli import parse_scontrol_node

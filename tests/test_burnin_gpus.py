@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from slurmqual.burnin import gpuparse
-from slurmqual.burnin.analyze import Measurement, analyze
-from slurmqual.burnin.gpus import GpuMeasurement, corrupt_nodes, drain_reason
+from slurmqual.burnin.read import gpuparse
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.records import Measurement
+from slurmqual.burnin.judge.gpus import corrupt_nodes, drain_reason
+from slurmqual.burnin.records import GpuMeasurement
 
 REAL = os.path.join(os.path.dirname(__file__), "data", "real", "gpu")
 H100 = "NVIDIA H100 80GB HBM3"
@@ -312,7 +314,7 @@ def test_a_single_wrong_stays_a_test_error():
 
 
 def test_a_retest_round_reruns_only_the_tools_that_left_a_gpu_retest():
-    from slurmqual.burnin.gputask import retest_tools
+    from slurmqual.burnin.run.gputask import retest_tools
 
     lines = fleet_lines(slow=(("n03", 3), 0.8)) + fleet_lines(test="hbm", base=3000.0, slow=(("n05", 1), 0.8))
     for d in lines[-8 * 30:]:

@@ -1,4 +1,4 @@
-"""The noise model and margins (slurmqual/burnin/noise.py) that every burn-in
+"""The noise model and margins (slurmqual/burnin/judge/noise.py) that every burn-in
 judgement shares: spreads of measured ratios, margins by fleet size."""
 
 import random
@@ -6,7 +6,7 @@ import random
 import pytest
 
 from fleet import Fabric, names, run
-from slurmqual.burnin.noise import (drain_line, level_estimate, margins, one_sided_z, robust_noise, top_half,
+from slurmqual.burnin.judge.noise import (drain_line, level_estimate, margins, one_sided_z, robust_noise, top_half,
                                    upper_median, z_score)
 
 
@@ -50,7 +50,7 @@ def test_level_estimate_ignores_the_lowest_pair_of_three():
 
 
 def test_kept_uses_every_clean_pair_and_leaves_out_far_hits():
-    from slurmqual.burnin.noise import kept
+    from slurmqual.burnin.judge.noise import kept
     assert kept([0.86, 0.84, 0.85], 0.02) == [0.86, 0.84, 0.85]  # no upward bias of a top-half mean
     assert level_estimate([0.86, 0.84, 0.85], 0.02) == pytest.approx(0.85)
     assert kept([1.0, 0.99, 0.55, 1.01], 0.02) == [1.0, 0.99, 1.01]  # a transient hit far below

@@ -1,14 +1,14 @@
-"""The stages of a pair key's judgement (slurmqual/burnin/pairs.py), each on
+"""The stages of a pair key's judgement (slurmqual/burnin/judge/pairs.py), each on
 measurements of the fabric model (tests/fleet.py)."""
 
 import pytest
 
 from fleet import Fabric, names, run
-from slurmqual.burnin.analyze import Params
-from slurmqual.burnin.noise import margins
-from slurmqual.burnin.pairs import (Conviction, healthy_noise, judge_pairs, link_values, node_scores,
+from slurmqual.burnin.records import Params
+from slurmqual.burnin.judge.noise import margins
+from slurmqual.burnin.judge.pairs import (Conviction, healthy_noise, judge_pairs, link_values, node_scores,
                                     suspect_links, top_level)
-from slurmqual.burnin.plan import rounds
+from slurmqual.burnin.judge.plan import rounds
 
 NODES = names(16)
 
@@ -67,7 +67,7 @@ def test_judge_pairs_one_key():
 
 
 def test_transient_model_counts_the_fleets_hits_and_their_agreement():
-    from slurmqual.burnin.pairs import Transients, near_line, transients
+    from slurmqual.burnin.judge.pairs import Transients, near_line, transients
     nodes = names(256)
     g = link_values(pairs_of(Fabric(noise=0.01, transient=0.05), seed=4, nodes=nodes))
     score = node_scores(g, set(), 0.01)

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from slurmqual.burnin import parse as parse_mod
-from slurmqual.burnin.parse import collective_of, parse, parse_file, parse_json, parse_run, version_from_code
+from slurmqual.burnin.read import parse as parse_mod
+from slurmqual.burnin.read.parse import collective_of, parse, parse_file, parse_json, parse_run, version_from_code
 
 S = "nccl_tests/"
 

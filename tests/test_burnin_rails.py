@@ -11,12 +11,13 @@ import sys
 
 import pytest
 
-from slurmqual.burnin.analyze import Measurement, analyze, make_key, median_for, split_key
-from slurmqual.burnin.perftest import client_argv, parse, server_argv
-from slurmqual.burnin.plan import rounds
-from slurmqual.burnin.runner import drain_reason
-from slurmqual.burnin.task import _rail_measurement
-from slurmqual.burnin.topology import parse as parse_topology
+from slurmqual.burnin.judge.analyze import analyze, median_for
+from slurmqual.burnin.records import Measurement, make_key, split_key
+from slurmqual.burnin.read.perftest import client_argv, parse, server_argv
+from slurmqual.burnin.judge.plan import rounds
+from slurmqual.burnin.run.runner import drain_reason
+from slurmqual.burnin.run.task import _rail_measurement
+from slurmqual.burnin.judge.topology import parse as parse_topology
 from slurmqual.commands.burnin import EXIT_GUARD, EXIT_SWITCH, exit_code
 
 HERE = pathlib.Path(__file__).parent
@@ -243,9 +244,9 @@ def test_slow_pairs_to_one_other_leaf_name_neither_until_a_retest_tells_which():
     nodes stay undecided); a retest round pairing their nodes under leaf2 and
     leaf3 tells which."""
     from fleet import RailFabric, run_rails
-    from slurmqual.burnin.analyze import Params
-    from slurmqual.burnin.components import attribute
-    from slurmqual.burnin.plan import circle
+    from slurmqual.burnin.records import Params
+    from slurmqual.burnin.judge.components import attribute
+    from slurmqual.burnin.judge.plan import circle
 
     nodes = [f"n{i:02d}" for i in range(32)]
     leaf_of = {n: f"leaf{i // 8}" for i, n in enumerate(nodes)}

@@ -1,4 +1,4 @@
-"""Retest rounds (burnin/retest.py) and the switch-aware plan (burnin/plan.py).
+"""Retest rounds (burnin/run/retest.py) and the switch-aware plan (burnin/judge/plan.py).
 
 The run directory is made by the real `submit` (through an adapter that only
 records sbatch lines: no Slurm here; tests/test_slurm_burnin.py runs it all on
@@ -13,10 +13,11 @@ import os
 import pytest
 
 from fleet import H100, INTRA, Fabric, names, run, run_pairs
-from slurmqual.burnin import retest, rundir, runner
-from slurmqual.burnin.plan import groups, retest_plan, rounds
-from slurmqual.burnin.rundir import write_result
-from slurmqual.burnin.task import planned_group, planned_rounds
+from slurmqual.burnin.run import retest, runner
+from slurmqual.burnin.results import rundir
+from slurmqual.burnin.judge.plan import groups, retest_plan, rounds
+from slurmqual.burnin.results.rundir import write_result
+from slurmqual.burnin.run.task import planned_group, planned_rounds
 from slurmqual.config import load
 from slurmqual.slurm import SlurmError
 from slurmqual.testing import FakeAdapter
@@ -302,7 +303,7 @@ def test_requalify_retest_meets_the_references_its_first_round_left_unpaired(tmp
     (`--reference 4`, 2 partners): the run's references are every non-swapped
     node of its scope, so the retest round pairs the borderline swapped node
     with the two it has not met (not the same two again, which decides nothing)."""
-    from slurmqual.burnin.analyze import analyze
+    from slurmqual.burnin.judge.analyze import analyze
     from slurmqual.requalify import pairing_rounds
 
     cfg = config(tmp_path)

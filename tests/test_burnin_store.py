@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from fleet import Fabric, run, run_pairs
-from slurmqual.burnin.analyze import analyze
-from slurmqual.burnin.store import MIGRATIONS, RunRecord, SqliteStore, StoreError, open_store
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.results.store import MIGRATIONS, RunRecord, SqliteStore, StoreError, open_store
 
 NODES = ["n1", "n2", "n3", "n4", "n5", "n6"]
 
@@ -44,7 +44,7 @@ def test_schema_versioned_and_journal_not_wal(tmp_path):
 
 
 def test_v1_store_migrates_to_keyed_baselines(tmp_path, monkeypatch):
-    import slurmqual.burnin.store as store_mod
+    import slurmqual.burnin.results.store as store_mod
 
     path = str(tmp_path / "s.db")
     monkeypatch.setattr(store_mod, "MIGRATIONS", MIGRATIONS[:1])
@@ -166,7 +166,7 @@ def test_guard_tripped_run_records_no_baselines(tmp_path):
 def test_pending_migrations_apply_in_order(tmp_path, monkeypatch):
     path = str(tmp_path / "s.db")
     open_store(path).close()
-    import slurmqual.burnin.store as store_mod
+    import slurmqual.burnin.results.store as store_mod
 
     monkeypatch.setattr(store_mod, "MIGRATIONS", MIGRATIONS + ["CREATE TABLE extra (x INTEGER)",
                                                                "INSERT INTO extra VALUES (7)"])
@@ -175,7 +175,7 @@ def test_pending_migrations_apply_in_order(tmp_path, monkeypatch):
 
 
 def test_baseline_versions_come_from_task_and_hook_state(tmp_path):
-    from slurmqual.burnin.runner import with_host_versions
+    from slurmqual.burnin.run.runner import with_host_versions
 
     nodes = tmp_path / "state" / "nodes"
     nodes.mkdir(parents=True)
@@ -293,7 +293,7 @@ def test_each_test_keeps_its_own_baselines(tmp_path):
 
 
 def test_a_requalify_run_is_judged_against_the_last_full_run(tmp_path):
-    from slurmqual.burnin.plan import retest_plan
+    from slurmqual.burnin.judge.plan import retest_plan
 
     s = open_store(str(tmp_path / "s.db"))
     raw, full = judged(Fabric(noise=0.01), nodes=[f"n{i}" for i in range(1, 17)])

@@ -1,4 +1,4 @@
-"""burnin.runner.submit cleans up whatever interrupts it, not only Ctrl-C and
+"""burnin.run.runner.submit cleans up whatever interrupts it, not only Ctrl-C and
 SIGTERM: requalify's own cancel (its signal handler raises its own exception)
 must not leave task jobs running that no analysis will ever read."""
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from slurmqual.burnin.runner import submit
+from slurmqual.burnin.run.runner import submit
 from slurmqual.config import load
 from slurmqual.requalify import Cancelled
 from slurmqual.testing import FakeAdapter

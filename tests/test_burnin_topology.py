@@ -5,8 +5,8 @@ import pathlib
 
 import pytest
 
-from slurmqual.burnin import fabricmap
-from slurmqual.burnin.topology import TopologyError, load, parse, switch_of, write_csv
+from slurmqual.burnin.read import fabricmap
+from slurmqual.burnin.judge.topology import TopologyError, load, parse, switch_of, write_csv
 from slurmqual.cli import main
 
 REAL = pathlib.Path(__file__).parent / "data" / "real"

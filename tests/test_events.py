@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from slurmqual import events
-from slurmqual.burnin.store import open_store
+from slurmqual.burnin.results.store import open_store
 
 
 def _config(tmp_path):

@@ -19,8 +19,8 @@ import pytest
 
 from fleet import Fabric, run
 from slurmqual import cli, names
-from slurmqual.burnin.analyze import Measurement
-from slurmqual.burnin.store import MIGRATIONS, StoreError, existing, open_store
+from slurmqual.burnin.records import Measurement
+from slurmqual.burnin.results.store import MIGRATIONS, StoreError, existing, open_store
 from slurmqual.slurm.adapter import NodeInfo
 from slurmqual.testing import FakeAdapter
 

@@ -12,7 +12,7 @@ import pytest
 
 from hostile import isolated_records
 
-from slurmqual.burnin.runner import submission
+from slurmqual.burnin.run.runner import submission
 from slurmqual.config import load
 from slurmqual.security import UnsafePath, job_command, job_export
 

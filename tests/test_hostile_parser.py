@@ -1,4 +1,4 @@
-"""Hostile nccl-tests outputs for the parser (slurmqual/burnin/parse.py):
+"""Hostile nccl-tests outputs for the parser (slurmqual/burnin/read/parse.py):
 over-long lines that could make a pattern backtrack, control bytes, non-UTF-8,
 and files that block. Each must be a bounded "not a valid run" (a test error,
 never a measurement), not a hang or a crash."""
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from slurmqual.burnin.parse import parse, parse_file
+from slurmqual.burnin.read.parse import parse, parse_file
 
 ROW = "  8589934592    2147483648     float     sum      -1   24523.1  350.28  656.78      0   24519.3  350.34  656.89      0"
 
@@ -38,7 +38,7 @@ def test_non_utf8_log_file_is_read_and_judged_not_ok(tmp_path):
 
 
 def _parse_in_child(path: str, timeout: float = 20) -> subprocess.CompletedProcess:
-    code = ("import sys\nfrom slurmqual.burnin.parse import parse_file\n"
+    code = ("import sys\nfrom slurmqual.burnin.read.parse import parse_file\n"
             "try:\n    r = parse_file(sys.argv[1])\nexcept OSError as e:\n    print('error:', e.strerror or e); sys.exit(2)\n"
             "print('ok' if r.ok else 'not ok')\n")
     return subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=timeout)

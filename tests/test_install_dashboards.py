@@ -181,7 +181,7 @@ def test_rules_fire_on_metrics_written_by_slurmqual(tmp_path):
     write_burnin_metrics(str(held_dir), held, 60.0)
     # A rail leaf 20% slow (a per-rail run with a fabric map): the switch is named, its nodes are not drained.
     from fleet import rail_fleet
-    from slurmqual.burnin.analyze import analyze as analyze_run
+    from slurmqual.burnin.judge.analyze import analyze as analyze_run
 
     nodes, topo, ms, _plan = rail_fleet(128, noise=0.01, switches={"su1-r2": 0.8})
     switch = analyze_run(ms, nodes, topology=topo).to_dict()

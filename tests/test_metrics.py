@@ -9,7 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet import Fabric, run
-from slurmqual.burnin.analyze import Params, analyze
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.records import Params
 from slurmqual.metrics import write_burnin_metrics, write_node_metrics
 from slurmqual.result import CheckResult, Status
 

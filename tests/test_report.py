@@ -12,8 +12,8 @@ import tempfile
 import pytest
 
 from fleet import Fabric, Measurement, names, run
-from slurmqual.burnin.analyze import analyze, median_for
-from slurmqual.burnin.report import ReportError, chart_figure, chart_keys, load_analysis, render_html, write_report
+from slurmqual.burnin.judge.analyze import analyze, median_for
+from slurmqual.burnin.results.report import ReportError, chart_figure, chart_keys, load_analysis, render_html, write_report
 
 NODES = names(16)
 

@@ -53,7 +53,7 @@ def test_rma_bundle_has_serials_failures_xids_and_history(tmp_path, monkeypatch)
     assert run(monkeypatch, cfg, "healthcheck") == 0
     _gpu_gone(root)
     assert run(monkeypatch, cfg, "epilog") == 0
-    from slurmqual.burnin.store import open_store
+    from slurmqual.burnin.results.store import open_store
 
     store = open_store(str(tmp_path / "sq.db"))
     store.add_event("n1", "drain", "admin: slurmqual: admin: reseated GPU 0", 1.0e9)

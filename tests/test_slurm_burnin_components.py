@@ -53,7 +53,7 @@ def cluster():
 def first_round_partners(node: str) -> list[str]:
     """`node`'s partners, round by round, in the switch-aware plan the
     submission makes (same code, same inputs; checked against plan.json)."""
-    from slurmqual.burnin.plan import groups, rounds
+    from slurmqual.burnin.judge.plan import groups, rounds
 
     (group,) = groups(NODES, 8, LEAF_OF)
     return [q for rnd in rounds(group, 3, LEAF_OF) for p in rnd for q in p if node in p and q != node]

@@ -170,7 +170,7 @@ def test_an_interrupted_submission_cancels_what_it_submitted(cluster, monkeypatc
     run directory says so, and no job of the run is left in the queue."""
     import signal
 
-    from slurmqual.burnin.runner import submit as burnin_submit
+    from slurmqual.burnin.run.runner import submit as burnin_submit
     from slurmqual.config import load
     from slurmqual.slurm import get_adapter
 
@@ -269,7 +269,7 @@ def _run_dir(tmp_path, groups):
 
 
 def test_a_job_on_other_nodes_than_planned_refuses_to_test(tmp_path, monkeypatch):
-    from slurmqual.burnin.task import run_in_job
+    from slurmqual.burnin.run.task import run_in_job
 
     run = _run_dir(tmp_path, [["n1", "n2"], ["n3", "n4"]])
     monkeypatch.setenv("SLURM_JOB_NODELIST", "n[2-3]")
@@ -283,8 +283,8 @@ def test_a_job_on_other_nodes_than_planned_refuses_to_test(tmp_path, monkeypatch
 
 
 def test_incomplete_tasks_count_the_ones_that_never_wrote_a_result(tmp_path):
-    from slurmqual.burnin.runner import incomplete_tasks
-    from slurmqual.burnin.rundir import write_result
+    from slurmqual.burnin.run.runner import incomplete_tasks
+    from slurmqual.burnin.results.rundir import write_result
 
     run = _run_dir(tmp_path, [["n1", "n2"], ["n3", "n4"], ["n5", "n6"], ["n7", "n8"]])
     write_result(str(run), {"task": "0", "nodes": ["n1", "n2"], "complete": True, "measurements": []})

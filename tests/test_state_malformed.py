@@ -153,7 +153,7 @@ def test_only_nodestate_opens_node_state_files():
     assert offenders == []
 
 
-# -- burn-in run directories (burnin/rundir.py, their one reader and writer) ----------------------
+# -- burn-in run directories (burnin/results/rundir.py, their one reader and writer) ----------------------
 
 RUN_BREAKS = {
     "plan.json": {
@@ -174,8 +174,8 @@ RUN_BREAKS = {
 def run(tmp_path):
     """A run directory as `burnin submit` (runner.submit, FakeAdapter) and a task's checkpoint write it."""
     from fleet import Fabric, run as fleet_run
-    from slurmqual.burnin import rundir
-    from slurmqual.burnin.runner import submit
+    from slurmqual.burnin.results import rundir
+    from slurmqual.burnin.run.runner import submit
 
     cfg = tmp_path / "sq.toml"
     cfg.write_text(f'[burnin]\nrun_dir = "{tmp_path}/runs"\ngroup_size = 4\n[store]\npath = "{tmp_path}/sq.db"\n'
@@ -198,7 +198,7 @@ def break_run_file(run_dir: str, name: str, how: str) -> None:
 
 @pytest.mark.parametrize("name,how", [(n, h) for n, hs in RUN_BREAKS.items() for h in hs])
 def test_malformed_run_files_are_clear_errors(run, name, how, capsys):
-    from slurmqual.burnin.task import planned_group
+    from slurmqual.burnin.run.task import planned_group
     from slurmqual.requalify import progress
 
     cfg, run_dir = run

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from ..burnin import rundir
+from ..burnin.results import rundir
 
 
 def register(p: argparse.ArgumentParser, _name: str) -> None:
@@ -63,11 +63,11 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "parse":
         return _parse(args)
     if args.action == "report":
-        from ..burnin.report import main as report_main
+        from ..burnin.results.report import main as report_main
 
         return report_main(args)
-    from ..burnin.runner import BurninError
-    from ..burnin.store import StoreError
+    from ..burnin.run.runner import BurninError
+    from ..burnin.results.store import StoreError
     from ..config import ConfigError, load
     from ..slurm import SlurmError
 
@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _parse(args) -> int:
-    from ..burnin.parse import parse
+    from ..burnin.read.parse import parse
 
     from ..fsroot import read_regular
 
@@ -88,7 +88,7 @@ def _parse(args) -> int:
         text = read_regular(args.file, 256 << 20).decode("utf-8", "replace")
     except OSError as exc:
         return _err(f"{args.file}: {exc.strerror or exc}")
-    from ..burnin import gpuparse
+    from ..burnin.read import gpuparse
 
     if gpuparse.detect(text):  # gpu_burn, dcgmproftester, nvbandwidth: per-GPU readings
         gres = gpuparse.parse(text)
@@ -114,7 +114,7 @@ def _parse(args) -> int:
 
 
 def _submit(args, config) -> int:
-    from ..burnin.runner import submit
+    from ..burnin.run.runner import submit
     from ..slurm import expand, get_adapter
 
     adapter = get_adapter(config)
@@ -122,11 +122,11 @@ def _submit(args, config) -> int:
         nodes = expand(args.nodes)
     else:
         nodes = [n.name for n in adapter.node_info() if not n.drained and not n.hands_off]
-    from ..burnin.runner import switch_map
+    from ..burnin.run.runner import switch_map
 
     switches = switch_map(config)  # groups and rounds follow the switches when the topology is known
     if args.dry_run:
-        from ..burnin.runner import submission
+        from ..burnin.run.runner import submission
 
         plan = submission(config, nodes, args.partition, args.reservation, switch_of=switches)
         print(f"dry run: {len(nodes)} nodes in {len(plan['groups'])} group(s); nothing submitted or written")
@@ -151,7 +151,7 @@ def _run_dir(config, run: str) -> str:
 def _watch(args, config) -> int:
     from ..slurm import get_adapter
 
-    from ..burnin.runner import BurninError
+    from ..burnin.run.runner import BurninError
 
     run_dir = _run_dir(config, args.run)
     try:
@@ -231,7 +231,7 @@ def _measured(run_dir: str) -> int:
 
 
 def _summary(a: dict) -> str:
-    from ..burnin.analyze import median_for
+    from ..burnin.judge.analyze import median_for
 
     counts: dict[str, int] = {}
     for v in a["nodes"].values():
@@ -268,7 +268,7 @@ def _summary(a: dict) -> str:
                      "baselines; baselines not updated: suspect the fabric, a driver/NCCL change or a bug")
     for n, b in sorted(a.get("below_baseline", {}).items()):
         if "gpu" in b:  # a GPU below its own (serial's) baseline
-            from ..burnin.gpus import entry_label
+            from ..burnin.judge.gpus import entry_label
 
             lines.append(f"  {n}: {entry_label(b)} {b['key']} {b['score']}, more than "
                          f"10% below its own baseline {b['baseline']}")
@@ -292,7 +292,7 @@ def _summary(a: dict) -> str:
 
 
 def _accept(args, config) -> int:
-    from ..burnin.store import open_store
+    from ..burnin.results.store import open_store
     from ..slurm import expand
 
     nodes = expand(args.nodes)
@@ -315,7 +315,7 @@ def _accept(args, config) -> int:
 
 
 def _analyze(args, config) -> int:
-    from ..burnin import runner
+    from ..burnin.run import runner
 
     if bool(args.run) == bool(args.measurements):
         return _err("give a run directory or --measurements FILE.jsonl")
@@ -335,7 +335,7 @@ def _analyze(args, config) -> int:
         # Before the first side effect (a drain): the store must be usable (created or
         # migrated, not corrupted, not newer than us), so a run never drains and then
         # fails to be recorded. The inputs were checked in full when loaded.
-        from ..burnin.store import open_store
+        from ..burnin.results.store import open_store
 
         open_store(config["store"]["path"]).close()
     requalify = bool(run_dir and plan.get("rounds"))
@@ -344,8 +344,9 @@ def _analyze(args, config) -> int:
     if requalify:
         # A few swapped nodes and their references are no fleet: judge them
         # against the medians of the last full run (or, without one, each other).
-        from ..burnin.analyze import Measurement, analyze
-        from ..burnin.store import existing
+        from ..burnin.judge.analyze import analyze
+        from ..burnin.records import Measurement
+        from ..burnin.results.store import existing
 
         with existing(config["store"]["path"]) as store:
             level = store.fleet_medians() if store else {}
@@ -358,7 +359,7 @@ def _analyze(args, config) -> int:
         if not level:
             analysis.problems.append("requalify without an earlier full burn-in: nodes judged against each other")
     else:
-        from ..burnin.topology import TopologyError, from_config
+        from ..burnin.judge.topology import TopologyError, from_config
 
         try:
             topology = from_config(args.topology or config["burnin"].get("topology"))
@@ -387,11 +388,11 @@ def _analyze(args, config) -> int:
     with runner.sigterm_raises() if follow_up is not None else nullcontext():
         try:
             if run_dir:
-                from ..burnin import retest
+                from ..burnin.run import retest
 
                 switches = None
                 if follow_up is not None:  # retest partners under new switches: the topology judged with, if any
-                    from ..burnin.topology import switch_of
+                    from ..burnin.judge.topology import switch_of
 
                     switches = switch_of(topology) if topology is not None else \
                         runner.switch_map(config, log=analysis.problems.append)
@@ -403,7 +404,7 @@ def _analyze(args, config) -> int:
         except BaseException:
             nxt = (analysis.retest or {}).get("next")
             if nxt:
-                from ..burnin import retest
+                from ..burnin.run import retest
 
                 record = rundir.load_stage(run_dir, nxt["round"]) or dict(nxt)
                 retest.cancel_round(adapter(), run_dir, record, "the analysis that submitted it was interrupted")
@@ -414,7 +415,7 @@ def _analyze(args, config) -> int:
 
 def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan) -> None:
     """Drain, record, write analysis.json and metrics (nothing but analysis.json under --dry-run)."""
-    from ..burnin import runner
+    from ..burnin.run import runner
 
     if not args.dry_run:
         drained = runner.drain_failures(adapter(), analysis, log=lambda m: print(m, file=sys.stderr))
@@ -447,6 +448,6 @@ def exit_code(a: dict) -> int:
 
 
 def _task(args, config) -> int:
-    from ..burnin.task import run_in_job
+    from ..burnin.run.task import run_in_job
 
     return run_in_job(_run_dir(config, args.run), config["burnin"])

@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _history(config, nodes: list[str], kind: str, detail: str) -> None:
     """Record admin drains/resumes in the store's history when this host has the store."""
-    from ..burnin.store import existing
+    from ..burnin.results.store import existing
 
     with existing(config["store"]["path"]) as store:
         for n in nodes if store else []:

@@ -43,8 +43,8 @@ def _text(path: str, argv: list[str]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..burnin import fabricmap
-    from ..burnin.topology import write_csv
+    from ..burnin.read import fabricmap
+    from ..burnin.judge.topology import write_csv
 
     try:
         if args.iblinkinfo is not None:

@@ -21,7 +21,7 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from .. import events as spool
-    from ..burnin.store import StoreError, open_store
+    from ..burnin.results.store import StoreError, open_store
     from ..config import ConfigError, load
 
     try:

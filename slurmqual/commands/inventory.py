@@ -13,7 +13,7 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 def _nccl_versions(config) -> dict[str, str]:
     """NCCL version per node from the burn-in store's baselines, when there is a store."""
-    from ..burnin.store import existing
+    from ..burnin.results.store import existing
 
     with existing(config["store"]["path"]) as store:
         return store.nccl_versions() if store else {}

@@ -14,7 +14,7 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..burnin.store import StoreError, existing
+    from ..burnin.results.store import StoreError, existing
     from ..names import BadNodeName, check
     from ..nodestate import StateError
     from ..rma import bundle

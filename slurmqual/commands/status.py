@@ -54,7 +54,7 @@ def retest_notes(config, adapter, burnin: dict[str, dict]) -> dict[str, str]:
     """node -> 'burn-in retest round 1 of 2 submitted (analysis job N)' for the
     nodes whose last burn-in said retest and whose run has a round in flight
     (its analysis job pending or running). One job query for all of them."""
-    from ..burnin import rundir
+    from ..burnin.results import rundir
 
     runs = {b["run_id"] for b in burnin.values() if b.get("verdict") == "retest" and b.get("run_id")}
     stages = {}
@@ -200,7 +200,7 @@ def render(table: list[dict], counts: dict[str, int], guard: dict | None = None,
 
 def _burnin_facts(config, names: list[str]) -> dict[str, dict]:
     """Last burn-in per node from the store, in bulk; {} when there is no store yet."""
-    from ..burnin.store import existing
+    from ..burnin.results.store import existing
 
     with existing(config["store"]["path"]) as store:
         if store is None:
@@ -216,7 +216,7 @@ def _burnin_facts(config, names: list[str]) -> dict[str, dict]:
 
 def _last_components(config) -> dict | None:
     """The last full run's suspect parts (store.last_components); None without a store or run."""
-    from ..burnin.store import existing
+    from ..burnin.results.store import existing
 
     with existing(config["store"]["path"]) as store:
         return store.last_components() if store is not None else None
@@ -226,7 +226,7 @@ def gpu_scores(gpus: list[dict]) -> list[dict]:
     """A node's per-GPU results for `status --json`: each GPU and test with its
     verdict, score and the score against its key's fleet median and its own
     (serial's) baseline."""
-    from ..burnin.analyze import split_key
+    from ..burnin.records import split_key
 
     return [{"gpu": g["gpu"], "test": split_key(g["key"])[0], "key": g["key"], "verdict": g["verdict"],
              "score": g["score"], "vs_median": ratio(g["score"], g["median"]),
@@ -236,7 +236,7 @@ def gpu_scores(gpus: list[dict]) -> list[dict]:
 
 def worst_gpu(gpus: list[dict]) -> str:
     """The table's GPU column: `3:gemm fail 84%` for the worst GPU result, `8 ok` when all pass."""
-    from ..burnin.analyze import VERDICT_ORDER
+    from ..burnin.judge.analyze import VERDICT_ORDER
 
     if not gpus:
         return "-"
@@ -273,7 +273,7 @@ def main(args: argparse.Namespace) -> int:
         nodes = [n for n in nodes if args.slurm_state.lower() in [n.state, *(f.lower() for f in n.flags)]]
     names = [n.name for n in nodes]
     state_dir = config["hooks"]["state_dir"]
-    from ..burnin.store import StoreError
+    from ..burnin.results.store import StoreError
 
     store_error = None
     parts = None
@@ -320,7 +320,7 @@ def main(args: argparse.Namespace) -> int:
 def lemons_main(config, args) -> int:
     """`status --lemons`: from the nodes' events (store and spool); no Slurm call."""
     from .. import nodestate
-    from ..burnin.store import StoreError, existing
+    from ..burnin.results.store import StoreError, existing
     from ..remediation import duration, lemons
     from ..rma import events_of
 

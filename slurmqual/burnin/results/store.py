@@ -86,7 +86,7 @@ MIGRATIONS: list[str] = [
 
 def baseline_key(test: str) -> str:
     """A test name (``all_reduce``) means its pair key; a full key is kept."""
-    from .analyze import make_key
+    from ..records import make_key
 
     return test if ":" in test else make_key(test, "pair")
 
@@ -223,7 +223,7 @@ class SqliteStore(Store):
             for table in ("measurements", "gpu_measurements", "verdicts", "scores", "gpu_scores", "events"):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.id,))
             db.execute("DELETE FROM runs WHERE id = ?", (run.id,))
-            from .components import suspect_parts
+            from ..judge.components import suspect_parts
 
             db.execute("INSERT INTO runs (id, time, scope, config_digest, median, threshold, guard_tripped, noise, kind, "
                        "components) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -312,7 +312,7 @@ class SqliteStore(Store):
         """An admin accepts each node's level in its latest run as its new
         baseline (per key; `test` limits it to that test or key). Recorded in
         history. Keys whose latest verdict is fail or untested are refused."""
-        from .analyze import split_key
+        from ..records import split_key
 
         out = []
         try:
@@ -371,7 +371,7 @@ class SqliteStore(Store):
     def last_burnin(self, nodes=None) -> dict[str, dict]:
         """Per node: last run's time, verdict, score, the median that judged it
         (analyze.median_for), the node's baseline for that key. Bulk queries."""
-        from .analyze import median_for
+        from ..judge.analyze import median_for
 
         rows = self.db.execute("""
             SELECT v.node, r.time, v.verdict, v.score, r.median, v.key, r.id FROM verdicts v JOIN runs r ON r.id = v.run_id
@@ -410,7 +410,7 @@ class SqliteStore(Store):
                 if node in left:
                     left.discard(node)
                     found[node] = (t, verdict, score, median, key, run_id)
-        from .analyze import median_for
+        from ..judge.analyze import median_for
 
         base = self.all_baselines(list(found))
         out = {}

@@ -8,9 +8,10 @@ import os
 import secrets
 import time
 
-from . import rundir
-from .analyze import Analysis, Measurement, Params, analyze
-from .plan import groups
+from ..results import rundir
+from ..judge.analyze import Analysis, analyze
+from ..judge.plan import groups
+from ..records import Measurement, Params
 
 
 class BurninError(Exception):
@@ -39,7 +40,7 @@ def submission(config, nodes: list[str], partition: str | None, reservation: str
     plan = [sorted(nodes)] if explicit_rounds else groups(sorted(nodes), cfg["group_size"], switch_of)
     group_rounds = None
     if switch_of and not explicit_rounds:
-        from .plan import rounds
+        from ..judge.plan import rounds
 
         group_rounds = [[[list(p) for p in rnd] for rnd in rounds(g, cfg["rounds"], switch_of)] for g in plan]
     partition = partition or cfg["partition"]
@@ -60,7 +61,7 @@ class JobLines:
 
     def __init__(self, config, run_id: str, run_dir: str, partition: str | None, reservation: str | None,
                  inside_reservation: bool):
-        from ..security import job_command, job_export
+        from ...security import job_command, job_export
 
         cfg = config["burnin"]
         self.cfg, self.run_id, self.run_dir = cfg, run_id, run_dir
@@ -83,7 +84,7 @@ class JobLines:
         array's tasks land on whatever nodes are free, so a busy partition
         would test some nodes twice and others never. A pinned job waits for
         its own nodes instead."""
-        from ..slurm import compress
+        from ...slurm import compress
 
         return [f"--job-name=slurmqual-burnin-{self.run_id}", f"--nodes={len(group)}",
                 f"--nodelist={compress(group)}", "--exclusive", f"--time={self.cfg['task_time_limit']}",
@@ -183,7 +184,7 @@ def switch_map(config, log=None) -> dict[str, str] | None:
     """node -> leaf switch from `burnin.topology` (None without one). For
     the analysis (`log` given) a broken file is a problem, not a crash: the
     retest partners are then chosen without it."""
-    from .topology import TopologyError, from_config, switch_of
+    from ..judge.topology import TopologyError, from_config, switch_of
 
     try:
         topo = from_config(config["burnin"]["topology"])
@@ -244,7 +245,7 @@ def _measurement(d, where: str) -> dict:
 
 
 def load_jsonl(path: str) -> list[dict]:
-    from ..fsroot import load_json_text
+    from ...fsroot import load_json_text
 
     try:
         text = rundir.read_bytes(path).decode("utf-8")
@@ -272,8 +273,8 @@ def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str,
 
 def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
     """Drain failing nodes with our reason, never over someone else's drain."""
-    from ..policy import may_drain
-    from ..slurm import SlurmError
+    from ...policy import may_drain
+    from ...slurm import SlurmError
 
     if not analysis.drain:
         return []
@@ -305,8 +306,9 @@ def drain_reason(analysis: dict, node: str, score: float) -> str:
     """The burn-in's drain reason: the NIC to replace when a rail failed
     (``mlx5_3 (rail 3) 180 Gb/s < 90% of median 392``), the node when every
     rail did (``all 8 rails slow: ...``), else the key's busbw."""
-    from ..slurm import reason as reasons
-    from .analyze import make_key, median_for, rail_number, split_key
+    from ...slurm import reason as reasons
+    from ..judge.analyze import median_for, rail_number
+    from ..records import make_key, split_key
 
     threshold = analysis["threshold"]
     v = analysis["nodes"][node]
@@ -327,7 +329,7 @@ def drain_reason(analysis: dict, node: str, score: float) -> str:
         return reasons.make("burnin", f"all {rails} rails slow: {split_key(key)[2]} {score:.0f} Gb/s < "
                             f"{threshold:.0%} of median {median or 0:.0f}")
     if v.get("gpu") and v["gpu"].get("key") == key:
-        from .gpus import drain_reason as gpu_reason
+        from ..judge.gpus import drain_reason as gpu_reason
 
         return reasons.make("burnin", gpu_reason(v["gpu"], threshold))
     what = "busbw" if key in (None, "all_reduce:pair") else " ".join(key.split(":")[:2]) + " busbw"
@@ -337,7 +339,7 @@ def drain_reason(analysis: dict, node: str, score: float) -> str:
 def with_host_versions(config, versions: dict[str, dict]) -> dict[str, dict]:
     """Add driver and NIC firmware from the hooks' per-node state files to the
     NCCL versions the tasks captured, so each baseline says what it was taken under."""
-    from ..inventory import read_state_versions
+    from ...inventory import read_state_versions
 
     state, _bad = read_state_versions(config["hooks"]["state_dir"])
     out = {n: dict(v) for n, v in versions.items()}
@@ -350,7 +352,7 @@ def with_host_versions(config, versions: dict[str, dict]) -> dict[str, dict]:
 
 def record(config, run_id: str, when: float, scope: list[str], raw: list[dict], analysis: Analysis,
            versions: dict) -> None:
-    from .store import RunRecord, open_store
+    from ..results.store import RunRecord, open_store
 
     store = open_store(config["store"]["path"])
     try:
@@ -360,7 +362,7 @@ def record(config, run_id: str, when: float, scope: list[str], raw: list[dict], 
 
 
 def baselines_from_store(config) -> dict[str, dict[str, float]]:
-    from .store import existing
+    from ..results.store import existing
 
     with existing(config["store"]["path"]) as store:
         return store.all_baselines() if store else {}

@@ -282,7 +282,7 @@ CSV_HEADER = ("node", "rail", "switch", "port")
 def parse_csv(text: str, where: str = "fabric map") -> Topology:
     """``node,rail,switch[,port]`` (header required; '#' comment lines). An
     empty rail attaches the whole node."""
-    from ..names import BadNodeName, check
+    from ...names import BadNodeName, check
 
     topo = Topology("fabric map")
     rows = [r for r in csv.reader(io.StringIO(text)) if r and not r[0].lstrip().startswith("#")]

@@ -136,7 +136,7 @@ def parse(text: str, tool: str | None = None) -> GpuResult:
 
 def parse_file(path: str, tool: str | None = None) -> GpuResult:
     """Raises OSError when the file cannot be read or is not a regular file."""
-    from ..fsroot import read_regular
+    from ...fsroot import read_regular
 
     data = read_regular(path, MAX_BYTES + 1)
     res = parse(data[:MAX_BYTES].decode("utf-8", "replace"), tool)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable
 from .noise import drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
 
 if TYPE_CHECKING:
-    from .analyze import Measurement, Params
+    from ..records import Measurement, Params
 
 Pair = tuple[str, str]
 # Where a decision rests on a fitted model (the transient hits' rate and

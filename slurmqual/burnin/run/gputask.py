@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..command import reap, start_logged
-from .gpuparse import TOOL_OF_TEST, TOOL_TESTS, GpuResult, parse_file
+from ...command import reap, start_logged
+from ..read.gpuparse import TOOL_OF_TEST, TOOL_TESTS, GpuResult, parse_file
 
 # tool -> binary names looked for in burnin.gpu_tools_dir, first found wins
 BINARIES = {"gpu_burn": ("gpu_burn",), "dcgmproftester": ("dcgmproftester13", "dcgmproftester12", "dcgmproftester11"),

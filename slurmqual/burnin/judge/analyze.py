@@ -40,168 +40,18 @@ guard and retest plan.
 from __future__ import annotations
 
 import gc
-import math
 import re
 from dataclasses import dataclass, field
 from statistics import median
 
-from ..names import check_node_list
+from ..records import Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
 from .pairs import KeyResult, _r, judge_pairs
 
-from .parse import MAX_BUSBW_GBPS
-
-TOPOLOGIES = ("intra", "pair", "group")
-# Input sanity bound (not a judgement; busbw's is parse.MAX_BUSBW_GBPS):
-# nccl-tests sizes are bytes per rank, 1 TiB is beyond any GPU.
-MAX_SIZE_BYTES = 1 << 40
 # On a node slow on every rail, a NIC below this share of the node's own
 # median rail is named as well (a bad NIC in a slow node).
 OWN_RAIL_RATIO = 0.9
 VERDICT_ORDER = ("fail", "retest", "untested", "pass")  # worst first: a node's verdict is its worst key's
-
-
-def topology_of(count: int, rail: str | None = None) -> str:
-    if rail is not None and count == 2:
-        return "rail"
-    return "intra" if count == 1 else "pair" if count == 2 else "group"
-
-
-def make_key(test: str, topology: str, qualifier: str | None = None) -> str:
-    """``all_reduce:pair``; intra keys carry the GPU model, rail keys the NIC
-    (``ib_write_bw:rail:mlx5_3``: each rail its own fleet median)."""
-    base = f"{test.removesuffix('_perf')}:{topology}"
-    return f"{base}:{qualifier}" if topology in ("intra", "rail") and qualifier else base
-
-
-def split_key(key: str) -> tuple[str, str, str | None]:
-    """``test:topology[:qualifier]`` -> (test, topology, GPU model (intra) or NIC (rail) or None)."""
-    test, _, rest = key.partition(":")
-    topo, _, model = rest.partition(":")
-    return test, topo, model or None
-
-
-
-# Every field a measurement line may carry (task results add problems, log,
-# error and the nccl alias; a retest round's tasks add retest: the round). Anything else is an error, not silently judged
-# as something it is not (a per-rail line read as a node pair).
-KNOWN_FIELDS = frozenset({"nodes", "busbw", "size", "test", "ok", "gpu_model", "nccl_version", "nccl", "task",
-                          "round", "rail", "wrong", "problems", "log", "error", "retest"})
-_RAIL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_GOOD_RAILS: set[str] = set()  # rail names seen valid (a run names its 8 NICs 200,000 times)
-
-
-@dataclass(frozen=True)
-class Measurement:
-    nodes: tuple[str, ...]
-    busbw: float
-    size: int
-    test: str
-    ok: bool = True
-    gpu_model: str | None = None
-    nccl_version: str | None = None
-    task: int | None = None
-    round: int | None = None
-    wrong: bool = False  # nccl-tests counted wrong results (#wrong): a test error that may be data corruption
-    rail: str | None = None  # the NIC both ends used (per-rail perftest)
-
-    @property
-    def topology(self) -> str:
-        return topology_of(len(self.nodes), self.rail)
-
-    @property
-    def kind(self) -> str:
-        """``test:topology`` (without the GPU model or NIC)."""
-        return make_key(self.test, self.topology)
-
-    @property
-    def key(self) -> str:
-        """The measurement key that judges it (intra keys carry the GPU model, rail keys the NIC)."""
-        return make_key(self.test, self.topology, self.rail if self.rail is not None else self.gpu_model)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Measurement":
-        """A measurement line, validated: bad input is a clear ValueError.
-        (Plain type() checks and a cache of names already checked: 40,000
-        lines are read in a fraction of a second.) A line with ``"gpu"`` is
-        one GPU's number: a gpus.GpuMeasurement."""
-        if "gpu" in d:
-            from .gpus import GpuMeasurement
-
-            return GpuMeasurement.from_dict(d)  # type: ignore[return-value]
-        if not KNOWN_FIELDS.issuperset(d):
-            unknown = d.keys() - KNOWN_FIELDS
-            raise ValueError(f"unknown field(s) {', '.join(sorted(map(str, unknown)))}: "
-                             f"a measurement has {', '.join(sorted(KNOWN_FIELDS))}")
-        nodes = d["nodes"]
-        check_node_list(nodes)
-        if len(nodes) > 1 and len(set(nodes)) != len(nodes):
-            raise ValueError(f"'nodes' names a node twice: {nodes}")
-        ok = d.get("ok", True)
-        if ok is not True and ok is not False:
-            raise ValueError("'ok' must be true or false")
-        busbw = d.get("busbw")
-        if ok:
-            t = type(busbw)
-            if (t is not float and t is not int) or not busbw >= 0 or math.isinf(busbw):
-                raise ValueError("'busbw' must be a number >= 0")
-            if busbw > MAX_BUSBW_GBPS:  # an absurd number is an input error, never a score or baseline
-                raise ValueError(f"'busbw' {busbw:g} GB/s is beyond any real link (> {MAX_BUSBW_GBPS} GB/s)")
-        size = d.get("size")
-        if type(size) is not int or not 0 < size <= MAX_SIZE_BYTES:
-            raise ValueError(f"'size' must be a positive integer of at most {MAX_SIZE_BYTES} bytes")
-        test = d.get("test", "all_reduce")
-        if type(test) is not str or not test or ":" in test:
-            raise ValueError("'test' must be a test name (e.g. all_reduce)")
-        model = d.get("gpu_model")
-        if model is not None and type(model) is not str:
-            raise ValueError("'gpu_model' must be a string or null")
-        nccl = d.get("nccl_version", d.get("nccl"))
-        if nccl is not None and type(nccl) is not str:
-            raise ValueError("'nccl_version' must be a string or null")
-        rail = d.get("rail")
-        if rail is not None and (len(nodes) != 2 or type(rail) is not str or rail not in _GOOD_RAILS):
-            if type(rail) is not str or not _RAIL_NAME.fullmatch(rail) or len(nodes) != 2:
-                raise ValueError("'rail' must be an RDMA device name (mlx5_3) on a measurement of two nodes")
-            _GOOD_RAILS.add(rail)
-        task, rnd = d.get("task"), d.get("round")
-        for name, v in (("task", task), ("round", rnd), ("retest", d.get("retest"))):  # retest: its retest round
-            if v is not None and type(v) is not int and not (type(v) is str and v.isdigit()):
-                raise ValueError(f"'{name}' must be an integer or null")
-        wrong = d.get("wrong", False)
-        if wrong is not True and wrong is not False:
-            raise ValueError("'wrong' must be true or false")
-        return cls(tuple(nodes), float(busbw) if ok else 0.0, size, test.removesuffix("_perf"), ok,
-                   model.strip() or None if model else None, nccl,
-                   int(task) if task is not None else None, int(rnd) if rnd is not None else None, wrong, rail)
-
-    def to_dict(self) -> dict:
-        out = {"nodes": list(self.nodes), "busbw": self.busbw if self.ok else None, "size": self.size,
-               "test": self.test, "ok": self.ok}
-        for name in ("gpu_model", "nccl_version", "task", "round", "rail"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        if self.wrong:
-            out["wrong"] = True
-        return out
-
-
-@dataclass
-class Params:
-    threshold: float = 0.9
-    reference_size: int = 8589934592
-    guard_fraction: float = 0.1
-    guard_min: int = 2
-    baseline_drop: float = 0.1
-    # Chance, per run and key, that noise alone drains a healthy node (or
-    # reports a healthy link): sizes the margin below the line with the fleet.
-    alpha: float = 0.01
-    # Noise is never assumed smaller than this (tiny fleets, perfect stand-ins).
-    noise_floor: float = 0.01
-    # At most max(retest_min, retest_fraction x tested nodes) stay `retest`;
-    # the least ambiguous others are decided by their best estimate.
-    retest_fraction: float = 0.05
-    retest_min: int = 2
 
 
 @dataclass
@@ -462,7 +312,7 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
     that are not a fleet: a requalify's few nodes are judged against the
     fleet's level, never against each other; its `trusted` reference nodes
     (qualified) are evidence only: never suspects, never judged here.
-    `topology` (burnin.topology.Topology): which switch each node / NIC hangs
+    `topology` (burnin.judge.topology.Topology): which switch each node / NIC hangs
     off; with it slow switches are named (components.py), not their nodes drained."""
     # The analysis builds millions of small acyclic objects (pairs, lists of
     # values) beside 200,000 live measurements: the cyclic collector's passes
@@ -481,7 +331,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
              trusted: set[str] | None, topology) -> Analysis:
     p = params or Params()
     problems: list[str] = []
-    from .gpus import GpuMeasurement
+    from ..records import GpuMeasurement
 
     gpu_ms = [m for m in measurements if isinstance(m, GpuMeasurement)]
     measurements = [m for m in measurements if not isinstance(m, GpuMeasurement)]

@@ -18,9 +18,10 @@ import os
 import sys
 import time
 
-from .analyze import median_for, split_key
-from .components import suspect_parts
-from .gpus import entry_label as gpu_label
+from ..judge.analyze import median_for
+from ..judge.components import suspect_parts
+from ..judge.gpus import entry_label as gpu_label
+from ..records import split_key
 
 VERDICT_COLOURS = {"pass": "#4c9a2a", "fail": "#c62828", "retest": "#ef8f00", "untested": "#9e9e9e"}
 
@@ -138,7 +139,7 @@ MAX_GPU_ROWS = 500  # GPUs listed (worst first); the rest are counted
 def gpu_rows(analysis: dict) -> list[dict]:
     """Every GPU's entry of every test (nodes.NODE.gpus), worst first: verdict,
     then score against its key's median."""
-    from .analyze import VERDICT_ORDER
+    from ..judge.analyze import VERDICT_ORDER
 
     out = []
     for node, v in analysis["nodes"].items():

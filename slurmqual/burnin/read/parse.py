@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator
 
+from ..records import MAX_BUSBW_GBPS  # the input sanity bound on any busbw (records.py)
+
 MAX_LINE = 4096            # characters of a line the parser looks at
 MAX_FILE = 256 << 20       # bytes of a log the parser reads at most
 MAX_JSON = 64 << 20        # bytes of a -J document
-# Input sanity bound (not a judgement): 10 TB/s is beyond any NVLink or NIC generation.
-MAX_BUSBW_GBPS = 10_000
 # What one GPU of a model can move at most, GB/s: its NVLink bandwidth, both
 # directions summed (a rank's busbw never exceeds it, NVLS/SHARP included).
 # A row above it is a broken number, never a fast node. Unknown models: MAX_BUSBW_GBPS.
@@ -426,7 +426,7 @@ def _capped_lines(fh: IO[bytes], limit: int) -> Iterator[str]:
 def parse_file(path: str) -> Result:
     """Judge a log file; raises OSError when it cannot be read or is not a
     regular file (a FIFO planted as a task's log must not hang the analysis)."""
-    from ..fsroot import open_regular_fd
+    from ...fsroot import open_regular_fd
 
     with os.fdopen(open_regular_fd(path), "rb") as fh:
         res = parse_lines(_capped_lines(fh, MAX_FILE))

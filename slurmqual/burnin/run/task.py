@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 import time
 
-from ..command import reap, start_logged
-from ..slurm.schema.numbers import time_limit_seconds
-from .parse import parse_run
-from .plan import rounds
+from ...command import reap, start_logged
+from ...slurm.schema.numbers import time_limit_seconds
+from ..read.parse import parse_run
+from ..judge.plan import rounds
 
 
 def size_bytes(text: str) -> int:
@@ -118,7 +118,7 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
     try:
         result = parse_run(log, json_path if os.path.exists(json_path) else None)
     except OSError as exc:
-        from .parse import Result
+        from ..read.parse import Result
 
         result = Result(ok=False, problems=[f"unreadable log: {exc.strerror}"])
     problems = _run_problems(result.problems, err, rc)
@@ -147,7 +147,7 @@ def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
     server step on the first node and a client step on the second, all at
     once (rail N on its own port). The client's log is judged; the servers
     are stopped once their clients are done."""
-    from . import perftest
+    from ..read import perftest
 
     timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
     servers: list = []
@@ -184,7 +184,7 @@ def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
 
 def _rail_measurement(cfg: dict, nodes: list[str], rail: str, log: str, err: str | None, rc: int | None,
                       task: int | None, round_: int | None) -> dict:
-    from .perftest import PerftestResult, parse as parse_perftest
+    from ..read.perftest import PerftestResult, parse as parse_perftest
 
     try:
         with open(log, encoding="utf-8", errors="replace") as fh:
@@ -208,7 +208,7 @@ def planned_rounds(run_dir: str, nodes: list[str], count: int, task_id: str = "0
     """The task's explicit rounds (requalify's swapped-with-reference pairs, a
     switch-aware plan's rounds, a retest round's pairs), else round-robin over
     its nodes."""
-    from .rundir import task_plan
+    from ..results.rundir import task_plan
 
     _nodes, explicit = task_plan(run_dir, str(task_id))
     if not explicit:
@@ -221,7 +221,7 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
     """The whole task: intra, pair rounds, optional group; returns the result dict.
     `checkpoint(result)` is called after every batch, so a task killed at its
     time limit still leaves what it measured (the rest is reported untested)."""
-    from .rundir import task_log_dir
+    from ..results.rundir import task_log_dir
 
     log_dir = task_log_dir(run_dir, task_id)
     result = {"task": task_id, "nodes": nodes, "started": time.time(), "finished": None, "complete": False,
@@ -236,7 +236,7 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
         if checkpoint is not None:
             checkpoint(result)
 
-    from .rundir import stage_of
+    from ..results.rundir import stage_of
 
     task = int(task_id) if str(task_id).isdigit() else None
     stage = stage_of(str(task_id))  # a retest round: its pairs only, each measurement says which round
@@ -246,7 +246,7 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
         add(run_gpu_tests(cfg, nodes, log_dir, task))
     elif cfg.get("gpu_tests"):  # a retest round: the GPUs left retest run their tools again
         from .gputask import run_gpu_retests
-        from .rundir import load_stage
+        from ..results.rundir import load_stage
 
         wanted = (load_stage(run_dir, stage) or {}).get("gpu") or {}
         if any(n in wanted for n in nodes):
@@ -272,7 +272,7 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
 
 def planned_group(run_dir: str, task_id: str) -> list[str] | None:
     """The nodes the run's plan gives this task (None: an older run without groups)."""
-    from .rundir import task_plan
+    from ..results.rundir import task_plan
 
     return task_plan(run_dir, str(task_id))[0]
 
@@ -282,8 +282,8 @@ def run_in_job(run_dir: str, cfg: dict, log=print) -> int:
     its planned group. A job that got other nodes (a hand-made sbatch, an
     admin's update) refuses to test them: it writes no result, so the
     analysis reports the task incomplete and its nodes untested."""
-    from ..slurm import expand
-    from .rundir import write_result
+    from ...slurm import expand
+    from ..results.rundir import write_result
 
     nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
     if not nodelist:

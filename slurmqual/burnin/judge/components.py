@@ -35,7 +35,7 @@ from .noise import upper_median
 from .pairs import Pair, PairGraph, link_values, top_level
 
 if TYPE_CHECKING:
-    from .analyze import Measurement, Params
+    from ..records import Measurement, Params
 
 MIN_NODES = 3          # a switch with fewer measured nodes is judged through its nodes
 MOST = 2 / 3           # "most of its nodes / pairs are slow"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 
-from .rundir import load_stage, submitted, task_id, write_stage
+from ..results.rundir import load_stage, submitted, task_id, write_stage
 
 
 # -- planning the next round ----------------------------------------------------
@@ -56,7 +56,7 @@ def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str
     """Pair rounds for the next retest round: each suspect with `partners`
     proven-good nodes (passing ones, and a requalify's reference nodes) it has
     not met yet, under a switch it has not met yet where there is one."""
-    from .plan import retest_plan
+    from ..judge.plan import retest_plan
 
     good = sorted(set(trusted) | {n for n, v in analysis.nodes.items() if v["verdict"] == "pass"})
     rounds = retest_plan(suspects_of(analysis), good, partners, met=partners_met(raw), switch_of=switch_of)

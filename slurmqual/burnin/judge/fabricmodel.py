@@ -38,7 +38,7 @@ from .components import MIN_NODES, SwitchFinding
 from .pairs import link_values, top_level
 
 if TYPE_CHECKING:
-    from .analyze import Measurement, Params
+    from ..records import Measurement, Params
 
 # A NIC explains a node's whole-node level when that level is at most this
 # much (relative) below the NIC's own rail level, beyond the noise of both.

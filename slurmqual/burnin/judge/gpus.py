@@ -19,92 +19,13 @@ clean with others.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from statistics import median
 
+from ..records import GpuMeasurement
+
 K_MAX = 7  # runs of one GPU beyond this use the margin for 7 (noise.margins' k_max)
 MIN_RUNS = 2  # a GPU is slow (fail) only on this many runs: a single run is at most retest
-MAX_VALUE = 1e7  # beyond any TFLOPS or GB/s a GPU reaches: an input error
-GPU_FIELDS = ("nodes", "gpu", "test", "value", "unit", "errors", "ok", "gpu_model", "pci", "serial", "task",
-              "round", "problems", "error", "log", "tool", "retest")
-
-
-@dataclass(frozen=True)
-class GpuMeasurement:
-    """One GPU's number for one test (a line with ``"gpu": <index>``)."""
-    nodes: tuple[str, ...]
-    gpu: int
-    test: str
-    value: float | None
-    unit: str
-    errors: int | None = None
-    ok: bool = True
-    gpu_model: str | None = None
-    pci: str | None = None
-    serial: str | None = None
-    task: int | None = None
-
-    @property
-    def node(self) -> str:
-        return self.nodes[0]
-
-    @property
-    def key(self) -> str:
-        return f"{self.test}:gpu:{self.gpu_model}" if self.gpu_model else f"{self.test}:gpu"
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "GpuMeasurement":
-        from ..names import check_node_list
-
-        nodes = d.get("nodes")
-        if type(nodes) is not list or len(nodes) != 1:
-            raise ValueError("a per-GPU measurement names exactly one node: 'nodes': [\"gpu001\"]")
-        check_node_list(nodes)
-        gpu = d.get("gpu")
-        if type(gpu) is not int or not 0 <= gpu < 1024:
-            raise ValueError("'gpu' must be the GPU's index (an integer 0-1023)")
-        test = d.get("test")
-        if type(test) is not str or not test or ":" in test:
-            raise ValueError("'test' must be a test name (e.g. gemm)")
-        ok = d.get("ok", True)
-        if ok is not True and ok is not False:
-            raise ValueError("'ok' must be true or false")
-        value = d.get("value")
-        if value is not None:
-            if type(value) not in (int, float) or not 0 <= value <= MAX_VALUE or math.isinf(value):
-                raise ValueError(f"'value' must be a number between 0 and {MAX_VALUE:g}")
-            value = float(value)
-        errors = d.get("errors")
-        if errors is not None and (type(errors) is not int or errors < 0):
-            raise ValueError("'errors' must be the tool's count of compare errors (an integer >= 0)")
-        if ok and value is None and not errors:
-            raise ValueError("'value' is required unless 'ok' is false or 'errors' > 0")
-        unit = d.get("unit", "")
-        strs = {}
-        for name in ("unit", "gpu_model", "pci", "serial"):
-            v = d.get(name)
-            if v is not None and (type(v) is not str or len(v) > 200):
-                raise ValueError(f"'{name}' must be a string")
-            strs[name] = v.strip() or None if v else None
-        task = d.get("task")
-        if task is not None and type(task) is not int and not (type(task) is str and task.isdigit()):
-            raise ValueError("'task' must be an integer or null")
-        return cls((nodes[0],), gpu, test, value, unit or "", errors, ok, strs["gpu_model"], strs["pci"],
-                   strs["serial"], int(task) if task is not None else None)
-
-    def to_dict(self) -> dict:
-        out = {"nodes": list(self.nodes), "gpu": self.gpu, "test": self.test, "value": self.value,
-               "unit": self.unit, "ok": self.ok}
-        for name in ("errors", "gpu_model", "pci", "serial", "task"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        return out
-
-    def label(self) -> str:
-        """``GPU 3 (0000:9b:00.0)`` / ``GPU 3 (serial 1652...)``."""
-        where = self.pci or (f"serial {self.serial}" if self.serial else None)
-        return f"GPU {self.gpu}" + (f" ({where})" if where else "")
 
 
 @dataclass

@@ -58,7 +58,7 @@ def task_log_dir(run_dir: str, task_id: str) -> str:
 
 def read_bytes(path: str) -> bytes:
     """A run (or measurements) file: a regular file of at most MAX_BYTES. RunDirError otherwise."""
-    from ..fsroot import read_regular
+    from ...fsroot import read_regular
 
     try:
         return read_regular(path, MAX_BYTES)
@@ -68,7 +68,7 @@ def read_bytes(path: str) -> bytes:
 
 def read_json(path: str) -> object:
     """A run file's JSON (read_bytes). RunDirError when it is not JSON."""
-    from ..fsroot import load_json_text
+    from ...fsroot import load_json_text
 
     raw = read_bytes(path)
     try:
@@ -78,14 +78,14 @@ def read_json(path: str) -> object:
 
 
 def _write(path: str, doc: object) -> None:
-    from ..atomic import ensure_dir, write_text
+    from ...atomic import ensure_dir, write_text
 
     ensure_dir(os.path.dirname(path))
     write_text(path, json.dumps(doc))
 
 
 def _names(value: object, what: str) -> list[str]:
-    from ..names import check_all
+    from ...names import check_all
 
     if not isinstance(value, list):
         raise ValueError(f"{what} is not a list")
@@ -286,7 +286,7 @@ def stages(run_dir: str) -> list[dict]:
 
 
 def write_stage(run_dir: str, stage: dict) -> None:
-    from ..atomic import write_text
+    from ...atomic import write_text
 
     write_text(stage_path(run_dir, stage["round"]), json.dumps(stage))
 
