@@ -79,7 +79,7 @@ class Analysis:
     # Switches (leaf, block) whose paths are slow: named, none of their nodes drained.
     suspect_switches: list[str] = field(default_factory=list)
     switch_findings: list[dict] = field(default_factory=list)
-    # Where this analysis stands in its run's retest rounds (burnin/retest.py): {} outside a run.
+    # Where this analysis stands in its run's retest rounds (burnin/run/retest.py): {} outside a run.
     retest: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

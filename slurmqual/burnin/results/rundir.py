@@ -3,7 +3,7 @@ opens these files):
 
     <run_dir>/plan.json            run_id, scope, groups (one per task), rounds, group_rounds, ...
     <run_dir>/jobs.json            {"tasks": {"0": job id, ...}, "analysis": job id | null, "cancelled"?}
-    <run_dir>/retest-<k>.json      one per retest round (burnin/retest.py submits them)
+    <run_dir>/retest-<k>.json      one per retest round (burnin/run/retest.py submits them)
     <run_dir>/results/task-N.json  what task N measured (written at every checkpoint)
     <run_dir>/analysis.json        the analysis (Analysis.to_dict)
     <run_dir>/logs/                sbatch outputs and per-task tool logs

@@ -200,7 +200,7 @@ def switch_map(config, log=None) -> dict[str, str] | None:
 
 def load_run(run_dir: str) -> tuple[dict, list[dict], dict]:
     """plan, raw measurement dicts, versions per node from a run directory
-    (burnin/rundir.py reads and checks the files)."""
+    (burnin/results/rundir.py reads and checks the files)."""
     try:
         plan = rundir.read_plan(run_dir)
     except rundir.RunDirError as exc:
