@@ -61,6 +61,7 @@ import sys  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 import chroot  # noqa: E402
+import slurmbuild  # noqa: E402
 import slurmcluster  # noqa: E402
 
 
@@ -193,3 +194,23 @@ def pytest_runtest_setup(item):
     slurmcluster.DEFAULT_VERSION = version
     if version in chroot.SUITES:
         _chroot_for(version, item.session)
+    if version in slurmbuild.RELEASES:
+        _built_for(version)
+
+
+_built: dict[str, str | Exception] = {}  # version -> install prefix or why unavailable
+
+
+def _built_for(version: str) -> str:
+    """The prefix of `version` built from ../shared/sources (tests/slurmbuild.py;
+    waits for a build scripts/test.sh started), or skip saying why (a plain
+    clone has no source archive)."""
+    if version not in _built:
+        try:
+            _built[version] = slurmbuild.ensure_slurm(version)
+        except slurmbuild.SlurmBuildUnavailable as exc:
+            _built[version] = exc
+    result = _built[version]
+    if isinstance(result, Exception):
+        pytest.skip(f"Slurm {version} (built from source) unavailable: {result}")
+    return result

@@ -47,7 +47,8 @@ def start_rest_local(cluster, user: str = "munge") -> str:
     os.makedirs(sock_dir, exist_ok=True)
     os.chown(sock_dir, uid, gid)
     sock = os.path.join(sock_dir, "slurmrestd.sock")
-    argv = ["/usr/sbin/slurmrestd", "-f", cluster.conf, "-u", user, "-g", user, "-s", cluster.rest_plugins(),
+    daemon = cluster.sbin("slurmrestd") if hasattr(cluster, "sbin") else "/usr/sbin/slurmrestd"
+    argv = [daemon, "-f", cluster.conf, "-u", user, "-g", user, "-s", cluster.rest_plugins(),
             "-a", "rest_auth/local", f"unix:{sock}"]
     if hasattr(cluster, "in_root"):
         argv = cluster.in_root(argv, cwd=cluster.base)

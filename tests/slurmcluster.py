@@ -10,7 +10,9 @@ can be broken while the others stay healthy. Daemons are stopped by pid only.
 Slurm versions (the test matrix, see docs/SLURM_VERSIONS.md):
 `version="22.05"` runs the machine's own Debian 12 Slurm; `"24.11"` and
 `"newest"` run the daemons of a cached Debian chroot (tests/chroot.py:
-trixie, sid). A chroot cluster first starts a holder process in a private
+trixie, sid); `"25.11"` runs Slurm built from ../shared/sources
+(tests/slurmbuild.py: a cached install prefix) on the host itself, with the
+host's munge and Python, like 22.05 but every Slurm path under the prefix. A chroot cluster first starts a holder process in a private
 mount namespace (proc, /dev, /sys, the temp dir and this checkout bound at
 their own paths, so every path means the same inside and out) chrooted into
 the chroot; every daemon and client then enters it with `nsenter`, so the
@@ -58,10 +60,13 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chroot  # noqa: E402  (tests/chroot.py, beside this file)
+import slurmbuild  # noqa: E402  (tests/slurmbuild.py)
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 HOST_VERSION = "22.05"  # Debian 12's Slurm, installed on the machine itself
-VERSIONS = (HOST_VERSION, *chroot.SUITES)  # ("22.05", "24.11", "newest")
+# ("22.05", "24.11", "25.11", "newest"): Debian 12's, chroots', built from source.
+VERSIONS = tuple(sorted((HOST_VERSION, *chroot.SUITES, *slurmbuild.RELEASES),
+                        key=lambda v: tuple(map(int, v.split("."))) if v[:1].isdigit() else (99, 99)))
 # Version a Cluster() gets when none is passed; tests/conftest.py sets it per test.
 DEFAULT_VERSION = HOST_VERSION
 CLIENT_TOOLS = ("scontrol", "sinfo", "squeue", "sbatch", "scancel", "srun", "sacct", "salloc", "sprio", "sshare",
@@ -71,6 +76,15 @@ CLIENT_TOOLS = ("scontrol", "sinfo", "squeue", "sbatch", "scancel", "srun", "sac
 def missing_requirements(version: str = HOST_VERSION) -> str | None:
     """Why a real cluster of `version` cannot run here, or None (a chroot that
     cannot be built raises chroot.ChrootUnavailable at start instead)."""
+    if version in slurmbuild.RELEASES:
+        why = slurmbuild.why_unavailable(version)
+        if why:
+            return why
+        try:
+            pwd.getpwnam("munge")
+        except KeyError:
+            return "user munge missing (apt-get install munge)"
+        return None if os.path.exists(DAEMONS[0]) else f"{DAEMONS[0]} missing: apt-get install munge"
     if version != HOST_VERSION:
         if version not in chroot.SUITES:
             return f"unknown Slurm version {version!r} (known: {', '.join(VERSIONS)})"
@@ -132,6 +146,7 @@ class Cluster:
                  version: str | None = None):
         self.version = version or DEFAULT_VERSION
         self.root: str | None = None  # the chroot, for versions other than the host's
+        self.prefix: str | None = None  # the install prefix, for versions built from source
         self._python_arg = python
         self.base = os.path.abspath(base)
         self.n = nodes
@@ -154,7 +169,24 @@ class Cluster:
 
     @property
     def in_chroot(self) -> bool:
-        return self.version != HOST_VERSION
+        return self.version != HOST_VERSION and self.version not in slurmbuild.RELEASES
+
+    @property
+    def built(self) -> bool:
+        """Slurm built from source (tests/slurmbuild.py), run on the host."""
+        return self.version in slurmbuild.RELEASES
+
+    def sbin(self, daemon: str) -> str:
+        """Path (as the daemons see it) of a Slurm daemon: slurmctld, slurmd, slurmrestd."""
+        if self.built:
+            return os.path.join(self.prefix or slurmbuild.prefix(self.version), "sbin", daemon)
+        return f"/usr/sbin/{daemon}"
+
+    def tool(self, name: str) -> str:
+        """Path (as the daemons see it) of a Slurm client command."""
+        if self.built:
+            return os.path.join(self.prefix or slurmbuild.prefix(self.version), "bin", name)
+        return f"/usr/bin/{name}"
 
     def in_root(self, argv: list[str], cwd: str | None = None) -> list[str]:
         """argv that runs `argv` (paths as seen inside) in this cluster's Slurm
@@ -173,6 +205,8 @@ class Cluster:
         env["SLURM_CONF"] = self.conf
         env["SLURMQUAL_CONFIG"] = self.sq_config
         env["SLURMQUAL_CACHE_DIR"] = os.path.join(self.base, "cache")
+        if self.built:
+            env["PATH"] = os.path.dirname(self.tool("scontrol")) + os.pathsep + env.get("PATH", "")
         if self.in_chroot:
             env["PATH"] = self.client_bin + os.pathsep + env.get("PATH", "")
             env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(self.base, "pyshim"), env.get("PYTHONPATH")) if p)
@@ -268,7 +302,7 @@ PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
         with open(self.conf, "w") as fh:
             fh.write(conf)
-        if self.in_chroot:  # slurmd >= 23.11 fails on cgroup setup without a real systemd here
+        if self.in_chroot or self.built:  # slurmd >= 23.11 fails on cgroup setup without a real systemd here
             with open(os.path.join(self.base, "etc", "cgroup.conf"), "w") as fh:
                 fh.write("CgroupPlugin=disabled\n")
             os.chmod(os.path.join(self.base, "etc", "cgroup.conf"), 0o644)
@@ -329,7 +363,7 @@ path = "{self.base}/slurmqual.db"
                 run = (f'if [ -e {chroot.READY_MARKER} ]; then exec /usr/bin/{tool} "$@"; fi\n'
                        f'exec {self._in_root_sh(tool)} "$@"\n')
             else:
-                run = f'exec /usr/bin/{tool} "$@"\n'
+                run = f'exec {self.tool(tool)} "$@"\n'
             with open(path, "w") as fh:
                 fh.write(f'#!/bin/sh\necho "$(date +%s.%N) ${{SLURMD_NODENAME:-}} ${{SLURMQUAL_HOOK:-cli}} {tool} $*" >> {self.log}/slurm-calls.log\n'
                          + run)
@@ -393,6 +427,8 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         if why:
             raise RuntimeError(why)
         os.makedirs(self.log, exist_ok=True)
+        if self.built:
+            self.prefix = slurmbuild.ensure_slurm(self.version)  # raises SlurmBuildUnavailable
         if self.in_chroot:
             self.root = chroot.ensure_chroot(chroot.SUITES[self.version])  # raises ChrootUnavailable
             try:
@@ -475,7 +511,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
                                f"--pid-file={mdir}/munged.pid", f"--log-file={mdir}/munged.log",
                                f"--seed-file={mdir}/munged.seed"])
         self._wait(lambda: os.path.exists(f"{mdir}/munge.socket"), 10, "munged socket")
-        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-c", "-f", self.conf])
+        self._spawn("slurmctld", [self.sbin("slurmctld"), "-D", "-c", "-f", self.conf])
         self._wait(lambda: self.run("scontrol", "ping", check=False).returncode == 0, 20, "slurmctld")
         self.slurm_version = self.run("scontrol", "-V").stdout.split()[-1]
         for name in self.names:
@@ -501,7 +537,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
             sock = os.path.join(sock_dir, "slurmrestd.sock")
             listen = f"unix:{sock}"
         out = open(os.path.join(self.log, f"{key}.out"), "ab")
-        proc = subprocess.Popen(self.in_root(["/usr/sbin/slurmrestd", "-f", self.conf, "-u", user, "-g", group,
+        proc = subprocess.Popen(self.in_root([self.sbin("slurmrestd"), "-f", self.conf, "-u", user, "-g", group,
                                               "-s", self.rest_plugins(), "-a", "rest_auth/jwt", listen], cwd=self.base),
                                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.base,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -526,7 +562,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         """User and group slurmrestd drops to. Newer slurmrestd (26.05) refuses
         `-u nobody` ("Unable to resolve user: nobody"); the chroots' Slurm
         packages create an unprivileged `slurm` user (SlurmUser here is root)."""
-        return ("slurm", "slurm") if self.in_chroot else ("nobody", "nogroup")
+        return ("slurm", "slurm") if self.in_chroot or self.built else ("nobody", "nogroup")
 
     def rest_plugins(self) -> str:
         """slurmrestd's -s: 23.11 replaced the per-version openapi/v0.0.x
@@ -596,7 +632,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         # The host's unshare/hostname give slurmd its own UTS namespace; nsenter
         # (for chroot versions) then enters only the mount namespace and root.
         # -b: "Report node rebooted when daemon restarted" (slurmd's own test option).
-        slurmd = self.in_root(["/usr/sbin/slurmd", "-D", *(["-b"] if fresh_boot else []), "-N", name, "-f", self.conf],
+        slurmd = self.in_root([self.sbin("slurmd"), "-D", *(["-b"] if fresh_boot else []), "-N", name, "-f", self.conf],
                               cwd=self.base)
         probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
         if probe.returncode == 0:
@@ -656,7 +692,8 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
     def save(self) -> None:
         os.makedirs(self.base, exist_ok=True)
         with open(os.path.join(self.base, "cluster.json"), "w") as fh:
-            json.dump({"pids": self.pids, "nodes": self.n, "version": self.version, "root": self.root}, fh)
+            json.dump({"pids": self.pids, "nodes": self.n, "version": self.version, "root": self.root,
+                       "prefix": self.prefix}, fh)
 
     @classmethod
     def load(cls, base: str) -> "Cluster":
@@ -665,6 +702,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         c = cls(base, data["nodes"], version=data.get("version", HOST_VERSION))
         c.pids = data["pids"]
         c.root = data.get("root")
+        c.prefix = data.get("prefix")
         return c
 
     def stop(self) -> None:
@@ -744,13 +782,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("dir")
     ap.add_argument("--nodes", type=int, default=6)
     ap.add_argument("--version", default=HOST_VERSION, choices=VERSIONS,
-                    help="Slurm to run: the host's 22.05, or a cached Debian chroot's")
+                    help="Slurm to run: the host's 22.05, a cached Debian chroot's, or one built from source")
     args = ap.parse_args(argv)
     if args.action == "up":
         if os.path.exists(args.dir) and os.path.exists(os.path.join(args.dir, "cluster.json")):
             Cluster.load(args.dir).stop()
         c = Cluster(args.dir, args.nodes, version=args.version).start()
-        path = f" PATH={c.client_bin}:$PATH" if c.in_chroot else ""
+        path = f" PATH={c.client_bin}:$PATH" if c.in_chroot else f" PATH={os.path.dirname(c.tool('scontrol'))}:$PATH" if c.built else ""
         print(f"export SLURM_CONF={c.conf} SLURMQUAL_CONFIG={c.sq_config}{path}")
         return 0
     Cluster.load(args.dir).stop()
