@@ -147,10 +147,10 @@ def test_drain_and_resume(cluster, adapter):
         adapter.resume(["n3"])
     (n3,) = reference.node_info("n3")
     assert not n3.drained
-    # 22.05 and 26.05 clear the reason on resume; 24.11 keeps it on the idle node
-    # (seen on 24.11.5: `State=IDLE Reason=slurmqual: ...` for good), which is why
-    # policy and hooks read "drained" from the state flags, never from a reason.
-    stale = cluster.slurm_version.startswith("24.")
+    # 22.05 and 26.05 clear the reason on resume; 24.11 and 25.11 keep it on the idle
+    # node (seen on 24.11.5 and 25.11.7: `State=IDLE Reason=slurmqual: ...` for good), which
+    # is why policy and hooks read "drained" from the state flags, never from a reason.
+    stale = cluster.slurm_version.startswith(("24.", "25."))
     assert n3.reason == ("slurmqual: nic_link: mlx5_3/1: state DOWN" if stale else "")
 
 
