@@ -26,10 +26,16 @@ from ..result import CheckResult, Status
 # installed prolog ~5 ms before every job; type checkers treat a module-level
 # TYPE_CHECKING = False the same way.
 TYPE_CHECKING = False
-if TYPE_CHECKING:   # types only: config (its schema) sits above the checks
+if TYPE_CHECKING:   # types only
     from collections.abc import Callable
+    from typing import Protocol
 
-    from ..config import Config
+    class SiteConfig(Protocol):
+        """What a check reads of the site config (config.Config is one): its
+        sections by name. Named here, not imported: the config's schema
+        imports the checks, so the checks must not import the config back."""
+
+        def __getitem__(self, name: str) -> dict: ...
 
 LEVELS = ("fast", "standard", "slow")
 ERROR_HINT = "slurmqual could not judge this check; see the message, fix the input or report a slurmqual bug"
@@ -137,7 +143,7 @@ class Context:
     runner (standard level and up) and typed accessors for probes shared by
     several checks, each computed once per run."""
 
-    def __init__(self, fs: FsRoot, config: Config, level: str = "fast", deadline: float = float("inf"),
+    def __init__(self, fs: FsRoot, config: SiteConfig, level: str = "fast", deadline: float = float("inf"),
                  command_timeout: float = 10.0, memo: dict | None = None, state_dir: str | None = None,
                  node: str | None = None):
         self.fs = fs
