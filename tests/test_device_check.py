@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from nodes import tree
-from slurmqual.burnin.gpuparse import parse_file
+from slurmqual.burnin.read.gpuparse import parse_file
 from slurmqual.checks import REGISTRY
 from slurmqual.nodetree import DEFAULT_MODULES, NodeSpec
 

@@ -141,15 +141,6 @@ def hooks(args) -> int:
     return 1 if bad else 0
 
 
-def _burnin_modules():
-    """The burn-in task's runners (the per-GPU tools and the nccl-tests batch)."""
-    try:
-        from slurmqual.burnin import gputask, task
-    except ImportError:   # the burn-in package laid out by stage
-        from slurmqual.burnin.tasks import gputask, task   # type: ignore[no-redef]
-    return gputask, task
-
-
 def tools(args) -> int:
     """The tools in --tools-dir through the task's own runners for this node:
     gputask.run_gpu_tests (gpu_burn, dcgmproftester, nvbandwidth; one srun step)
@@ -157,7 +148,8 @@ def tools(args) -> int:
     as a task writes them, and `slurmqual burnin parse` of each log."""
     from slurmqual.config import load
 
-    gputask, task = _burnin_modules()
+    from slurmqual.burnin.run import gputask, task
+
     config = load(args.config, use_cache=False)
     node = os.uname().nodename.split(".")[0]
     gpus = config["node"]["gpus"] or 1
@@ -188,9 +180,12 @@ def tools(args) -> int:
         else:
             what = f"{d['test']:<28} busbw {d.get('busbw')} GB/s at {d.get('size')} B"
         untested = "untested" in str(d.get("error", ""))
-        state = "ok" if d.get("ok") else "untested" if untested else "NOT OK"
+        no_peer = gpus == 1 and d.get("test") == "nvlink" and not d.get("ok")   # nvbandwidth waives d2d on one GPU
+        state = "ok" if d.get("ok") else "untested" if untested else "n/a (one GPU: no peer)" if no_peer else "NOT OK"
+        if gpus == 1 and d.get("test") == "all_reduce" and d.get("ok"):
+            state += " (one GPU: all_reduce bus bandwidth is 0 by definition)"
         print(f"    {d.get('tool', 'nccl-tests'):<15} {what}  {state}" + (f"  ({d['error']})" if d.get("error") else ""))
-        bad += not d.get("ok") and not untested
+        bad += not d.get("ok") and not untested and not no_peer
     slurmqual = os.path.join(os.path.dirname(sys.executable), "slurmqual")
     for log in sorted(os.listdir(logs)):
         if log.endswith(".log"):
