@@ -31,7 +31,14 @@ every partner is drained, other slow pairs are links); random re-pairing x15
 Target for slurmqual: >= 99% of scenarios right, 0 false drains, < 1
 noise-only link per run at 5% noise, <= 4 rounds.
 
-Usage: python3 bench/bench_burnin_sim.py [--full] [--seeds N] [--sizes 64,512,4096]
+Issue 22 families first (bench/runsim.py: a generator apart from tests/fleet.py
+and from the analysis' assumptions, the run played out with the run's own
+code, every retest round from the plan the run submits, the final state
+judged): stragglers (healthy nodes that straggle now and then, slow nodes,
+failed tests, a dead task); small fleets (16 and 64 nodes, 10-15% of nodes at
+0.85); slow links at 5% and 8% noise with whole-node tests only.
+
+Usage: python3 bench/bench_burnin_sim.py [--full] [--seeds N] [--sizes 64,512,4096] [--only new|old]
 The default run is short (a few minutes); --full is the big sweep.
 """
 
@@ -53,6 +60,7 @@ from fleet import H100, H200, Fabric, follow_up, names, run  # noqa: E402
 from slurmqual.burnin.judge.analyze import _z_score, analyze  # noqa: E402
 from slurmqual.burnin.records import Measurement, Params  # noqa: E402
 from slurmqual.burnin.judge.plan import groups, rounds  # noqa: E402
+import runsim  # noqa: E402  (bench/runsim.py: the issue 22 families' generator and run)
 
 THRESHOLD, ROUNDS, GROUP = 0.9, 3, 16
 RETEST_BUDGET = 0.05  # of the tested nodes
@@ -376,6 +384,39 @@ def judge(t: Truth, drained: set[str], verdict: dict, links: set, tripped: bool,
             "noise_links": len(noise_links)}
 
 
+def _stragglers(rng, i):
+    n, rails = (64, 256, 1024, 128, 512)[i % 5], (8, 4)[i % 2]
+    f = runsim.healthy_fleet(rng, n, rails, noise=rng.choice([0.02, 0.03]))
+    slow = runsim.slow_nodes(f, rng, max(1, round(0.01 * n)), (0.5, 0.85))
+    f.flaky = {x: 0.3 for x in rng.sample([x for x in f.nodes if x not in slow], max(1, round(0.02 * n)))}
+    f.failed = 0.01
+    f.dead_tasks = i % 2
+    return f, True, None
+
+
+def _small(rng, i):
+    n = (16, 64)[i % 2]
+    f = runsim.healthy_fleet(rng, n, 4)
+    runsim.slow_nodes(f, rng, max(1, round(rng.uniform(0.10, 0.15) * n)), (0.85, 0.85))
+    return f, i % 4 < 2, None  # half with per-rail tests, half whole-node only
+
+
+def _links_whole(noise):
+    def build(rng, i):
+        n = (64, 256, 1024, 128, 512)[i % 5]
+        return runsim.healthy_fleet(rng, n, 8, noise=noise), False, \
+            runsim.slow_routes(rng.randint(1, 3), (0.5, 0.7), rails=False)
+    return build
+
+
+FAMILIES = [
+    runsim.Family("stragglers", _stragglers),
+    runsim.Family("small fleets 10-15% 0.85", _small),
+    runsim.Family("links 5%, whole-node", _links_whole(0.05), links_target=True),
+    runsim.Family("links 8%, whole-node", _links_whole(0.08)),
+]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="the big sweep: many seeds at every size")
@@ -384,11 +425,22 @@ def main() -> int:
     ap.add_argument("--sizes", default=None, help="default 512,4096 (--full: 64,512,4096)")
     ap.add_argument("--family", default=None, help="only scenarios of this family")
     ap.add_argument("--no-timing", action="store_true")
+    ap.add_argument("--only", choices=["new", "old"], default=None,
+                    help="new: the issue 22 families only (runsim); old: the earlier sweep only")
+    ap.add_argument("--new-seeds", type=int, default=10, help="scenarios per issue 22 family")
+    ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     base_seeds = args.seeds or (24 if args.full else 2)
     sizes = [int(x) for x in (args.sizes or ("64,512,4096" if args.full else "512,4096")).split(",")]
     seed_base = args.seed_base if args.seed_base is not None else random.SystemRandom().randrange(1, 10**6)
     print(f"seed base {seed_base} (--seed-base {seed_base} repeats this run)")
+    ok_new = True
+    if args.only != "old":
+        ok_new = runsim.run_families(FAMILIES, args.new_seeds, seed_base, "issue 22 families (final state after "
+                                     f"up to {runsim.MAX_RETEST_ROUNDS} retest rounds from the run's own plan)",
+                                     args.family, args.verbose)
+        if args.only == "new":
+            return 0 if ok_new else 1
     scenarios = [sc for sc in SCENARIOS if args.family in (None, sc.family)]
     methods = [("slurmqual", slurmqual), ("median of pairs", median_of_pairs),
                ("random re-pairing x15", random_repairing)]
@@ -489,6 +541,7 @@ def main() -> int:
         from bench_components_sim import timing as rails_timing  # the per-rail analysis with a topology
 
         ok &= rails_timing([16384])
+    ok &= ok_new
     print("slurmqual target (>= 99% right, 0 false drains, < 1 noise-only link/run at 5% noise, <= 4 rounds):",
           "MET" if ok else "MISSED")
     return 0 if ok else 1

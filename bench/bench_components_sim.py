@@ -43,7 +43,16 @@ A node counts as drained when an analysis drained it: the final one, or an
 earlier one that submitted a retest round (it drains its decided fails at
 once unless the guard could trip: burnin/run/retest.py settle).
 
+Issue 22 families (bench/runsim.py: a generator apart from tests/fleet.py,
+whole-node nccl-tests pairs and per-rail tests both run, only a fabric map,
+every retest round played out from the plan the run itself submits; printed
+first, each family on 64-1,024 nodes x 4-8 rails): a slow rail leaf; half a
+scalable unit's rail leaves slow; either with slow nodes and bad NICs; a
+NIC at 0.8; slow routes at 5% and at 8% noise. Then a timing row: 16,384
+nodes x 8 rails, whole-node and per-rail lines, analysed with the fabric map.
+
 Usage: python3 bench/bench_components_sim.py [--seeds N] [--sizes 512,4096] [--seed-base N] [--family F]
+       [--only new|old] [--timing-only]
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from slurmqual.burnin.records import Measurement, Params  # noqa: E402
 from slurmqual.burnin.judge.plan import groups, rounds  # noqa: E402
 from slurmqual.burnin.run.retest import plan_round  # noqa: E402
 from slurmqual.burnin.judge.topology import Topology, switch_of  # noqa: E402
+import runsim  # noqa: E402  (bench/runsim.py: the issue 22 families' generator and run)
 
 THRESHOLD, ROUNDS, GROUP = 0.9, 3, 16
 RAILS = [f"mlx5_{i}" for i in range(8)]
@@ -317,6 +327,72 @@ def timing(sizes: list[int]) -> bool:
     return ok
 
 
+def _sized(i: int) -> tuple[int, int]:
+    """Fleet size and rails for the i-th scenario of a family: 64-1,024 nodes, 4-8 rails."""
+    return (64, 256, 1024, 128, 512)[i % 5], (8, 4)[i % 2]
+
+
+def _rail_leaf(rng, i):
+    n, rails = _sized(i)
+    f = runsim.healthy_fleet(rng, n, rails)
+    f.switch[rng.choice(sorted(set(f.leaf.values())))] = rng.uniform(0.7, 0.85)
+    return f, True, None
+
+
+def _half_su(rng, i):
+    n, rails = _sized(i)
+    f = runsim.healthy_fleet(rng, n, rails)
+    su = rng.choice(sorted(set(f.su.values())))
+    for r in rng.sample(f.rails, len(f.rails) // 2):
+        f.switch[f.leaf[(next(x for x in f.nodes if f.su[x] == su), r)]] = rng.uniform(0.7, 0.85)
+    return f, True, None
+
+
+def _leaf_combo(rng, i):
+    f, _rails, _setup = (_half_su if i % 2 else _rail_leaf)(rng, i)
+    n = len(f.nodes)
+    slow = runsim.slow_nodes(f, rng, max(1, round(rng.uniform(0.01, 0.02) * n)), (0.5, 0.85))
+    runsim.bad_nics(f, rng, max(1, round(0.01 * n)), (0.5, 0.8), avoid=set(slow))
+    return f, True, None
+
+
+def _nic(rng, i):
+    n, rails = _sized(i)
+    f = runsim.healthy_fleet(rng, n, rails)
+    runsim.bad_nics(f, rng, max(1, round(rng.uniform(0.01, 0.02) * n)), (0.8, 0.8))
+    return f, True, None
+
+
+def _links(noise):
+    def build(rng, i):
+        n, rails = _sized(i)
+        return runsim.healthy_fleet(rng, n, rails, noise=noise), True, \
+            runsim.slow_routes(rng.randint(1, 3), (0.5, 0.7))
+    return build
+
+
+FAMILIES = [
+    runsim.Family("slow rail leaf", _rail_leaf),
+    runsim.Family("half an SU's leaves slow", _half_su),
+    runsim.Family("leaf + slow nodes + NICs", _leaf_combo),
+    runsim.Family("NIC at 0.8", _nic),
+    runsim.Family("links, 5% noise", _links(0.05), links_target=True),
+    runsim.Family("links, 8% noise", _links(0.08)),
+]
+
+
+def new_families(seeds: int, seed_base: int, only: str | None, verbose: bool) -> bool:
+    ok = runsim.run_families(FAMILIES, seeds, seed_base, "issue 22 families: whole-node + per-rail tests, a fabric "
+                             f"map, up to {runsim.MAX_RETEST_ROUNDS} retest rounds from the run's own plan "
+                             "(final state judged)", only, verbose)
+    cpu, wall, count = runsim.timing(16384, 8)
+    met = cpu < 5
+    print(f"timing: 16,384 nodes x 8 rails, whole-node + per-rail lines ({count:,} measurements, from the "
+          f"results' dicts) analysed with the fabric map: {cpu:.2f} s CPU, {wall:.2f} s wall "
+          f"(target < 5 s: {'MET' if met else 'MISSED'})")
+    return ok and met
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=4, help="seeds per scenario at 512 nodes (1 per 8 at 4,096)")
@@ -325,11 +401,20 @@ def main() -> int:
     ap.add_argument("--family", default=None)
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--timing-only", action="store_true")
+    ap.add_argument("--only", choices=["new", "old"], default=None,
+                    help="new: the issue 22 families only (runsim); old: the issue 16 sweep only")
+    ap.add_argument("--new-seeds", type=int, default=10, help="scenarios per issue 22 family")
+    ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     if args.timing_only:
         return 0 if timing([4096, 16384]) else 1
     seed_base = args.seed_base if args.seed_base is not None else random.SystemRandom().randrange(1, 10**6)
     print(f"seed base {seed_base} (--seed-base {seed_base} repeats this run)")
+    ok_new = True
+    if args.only != "old":
+        ok_new = new_families(args.new_seeds, seed_base, args.family, args.verbose)
+        if args.only == "new":
+            return 0 if ok_new else 1
     sizes = [int(x) for x in args.sizes.split(",")]
     fams: dict[str, dict] = {}
     wrong = []
@@ -375,6 +460,7 @@ def main() -> int:
         print("  wrong:", line)
     if not args.no_timing:
         ok &= timing([4096, 16384])
+    ok &= ok_new
     print("target (every family >= 99% right, 0 false drains, NIC/switch named >= 95%, retests within budget, "
           "<= 2 follow-ups; 16,384 x 8 rails < 5 s):", "MET" if ok else "MISSED")
     return 0 if ok else 1

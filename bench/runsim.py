@@ -1,0 +1,619 @@
+"""A burn-in run played out end to end on a generated rail-optimised fabric
+(issue 22 item 7): the families of bench_components_sim.py and
+bench_burnin_sim.py run through here.
+
+The generator is written apart from the analysis and from tests/fleet.py,
+and does not share their assumptions:
+
+- a path is as fast as its slowest part (a bottleneck, `min`), not the
+  product of its parts' factors: a NIC at 0.8 behind a leaf at 0.8 reads
+  0.8, and a slow NIC hidden behind a slower switch shows nothing;
+- the whole-node nccl-tests pair moves its data over every rail: with
+  NCCL's rings each rail carries an equal share and the slowest rail gates
+  the run (`min` over the rails); fleets with adaptive routing / PXN spread
+  the load (the mean over the rails), and a slow NIC then barely shows on
+  the whole-node key;
+- a node can be slow on its GPU/host side (whole-node and intra tests, not
+  the rails) or on its network side (every NIC: a PCIe or host problem);
+- healthy nodes differ a little (a per-node spread of +-1.5%), some healthy
+  nodes straggle now and then (OS jitter: a share of their measurements
+  read 0.75-0.92), transient congestion hits any measurement, tests fail
+  (ok false) and whole task jobs die before writing a result;
+- noise shapes: gaussian, student-t(3) and lognormal, at the bulk spread the
+  scenario names.
+
+The run is the run's own code end to end: `runner.submit` writes plan.json
+(the switch-aware groups and rounds, from the fabric map CSV
+`topology.write_csv` writes as `slurmqual fabric map` does) and submits
+through a recording adapter; each task's pairs are `task.planned_rounds`
+over the run directory (as `burnin task` reads them), each measured by the
+generator and written with `rundir.write_result`; the analysis job is
+mirrored from commands/burnin.py (`runner.load_run`, `runner.judge` with the
+fabric map, `retest.settle`, which plans the next round with the function
+the analysis job uses and writes retest-<k>.json); the next round's groups
+are read back from that file and measured again, up to the run's max
+rounds. A node drained by an analysis stays drained (the final state keeps it).
+
+Ground truth comes from the fabric and the first round's measured pairs,
+decided before any analysis runs (`truth()`); see its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+# The run's own code (the one place this file names modules: a re-layout moves only these lines).
+from slurmqual.burnin.judge import topology  # noqa: E402
+from slurmqual.burnin.results import rundir  # noqa: E402
+from slurmqual.burnin.run import retest, runner, task  # noqa: E402
+from slurmqual.config import Config, parse_toml, validate  # noqa: E402
+
+NORMAL = statistics.NormalDist()
+THRESHOLD = 0.9
+ALPHA = 0.01
+NOISE_FLOOR = 0.01
+MAX_RETEST_ROUNDS = 2
+PAIR_SIZE = 8589934592
+
+
+# -- the fabric ----------------------------------------------------------------------
+
+@dataclass
+class Fabric:
+    nodes: list[str]
+    rails: list[str]
+    leaf: dict[tuple[str, str], str]                        # (node, rail) -> its rail leaf
+    su: dict[str, int]                                      # node -> its scalable unit
+    gpu: dict[str, float] = field(default_factory=dict)     # GPU/host side: whole-node and intra tests
+    host: dict[str, float] = field(default_factory=dict)    # network side: every NIC of the node
+    nic: dict[tuple[str, str], float] = field(default_factory=dict)
+    switch: dict[str, float] = field(default_factory=dict)  # every path through this leaf
+    route: dict[tuple[frozenset, str], float] = field(default_factory=dict)  # one rail's route between two nodes
+    spread: dict[str, float] = field(default_factory=dict)  # healthy per-node spread
+    flaky: dict[str, float] = field(default_factory=dict)   # healthy stragglers: chance a measurement straggles
+    shape: str = "gaussian"
+    noise: float = 0.02
+    transient: float = 0.0
+    failed: float = 0.0
+    dead_tasks: int = 0
+    combine: str = "min"            # how the whole-node test sees its rails: min (rings) or mean (adaptive)
+    base_pair: float = 370.0
+    base_rail: float = 392.0
+    base_intra: float = 470.0
+
+    def end(self, x: str, r: str) -> float:
+        """One end of a rail path: the NIC, or the node's network side."""
+        return min(self.nic.get((x, r), 1.0), self.host.get(x, 1.0))
+
+    def rail_path(self, a: str, b: str, r: str) -> float:
+        la, lb = self.leaf[(a, r)], self.leaf[(b, r)]
+        return min(self.end(a, r), self.end(b, r), self.switch.get(la, 1.0), self.switch.get(lb, 1.0),
+                   self.route.get((frozenset((a, b)), r), 1.0))
+
+    def pair_factor(self, a: str, b: str) -> float:
+        paths = [self.rail_path(a, b, r) for r in self.rails]
+        net = min(paths) if self.combine == "min" else sum(paths) / len(paths)
+        return min(net, self.gpu.get(a, 1.0), self.gpu.get(b, 1.0)) * self._soft(a, b)
+
+    def _soft(self, *xs: str) -> float:
+        return math.prod(self.spread.get(x, 1.0) for x in xs) ** (1 / len(xs))
+
+    def draw(self, rng: random.Random, nodes: tuple[str, ...]) -> float:
+        s = self.noise
+        if self.shape == "student-t":
+            t = rng.gauss(0, 1) / math.sqrt(sum(rng.gauss(0, 1) ** 2 for _ in range(3)) / 3)
+            f = max(0.05, 1 + s / 1.13 * t)  # t(3)'s IQR / 1.349 is 1.13: bulk spread s
+        elif self.shape == "lognormal":
+            f = math.exp(rng.gauss(-s * s / 2, s))
+        else:
+            f = max(0.05, 1 + s * rng.gauss(0, 1))
+        if len(nodes) == 2 and self.transient and rng.random() < self.transient:
+            f *= rng.uniform(0.5, 0.9)
+        for x in nodes:
+            if self.flaky.get(x) and rng.random() < self.flaky[x]:
+                f *= rng.uniform(0.75, 0.92)
+        return f
+
+    def healthy(self, x: str) -> bool:
+        return self.gpu.get(x, 1.0) == 1.0 and self.host.get(x, 1.0) == 1.0 and \
+            all(self.nic.get((x, r), 1.0) == 1.0 for r in self.rails)
+
+    def map_rows(self) -> list[tuple[str, str, str, str]]:
+        """The fabric map as `slurmqual fabric map` writes it: (node, rail, switch, port)."""
+        port: dict[str, int] = {}
+        rows = []
+        for x in self.nodes:
+            for r in self.rails:
+                sw = self.leaf[(x, r)]
+                port[sw] = port.get(sw, 0) + 1
+                rows.append((x, r, sw, str(port[sw])))
+        return rows
+
+
+def node_names(n: int) -> list[str]:
+    return [f"gpu{i:05d}" for i in range(n)]
+
+
+def rail_fabric(n: int, rails: int, su: int) -> Fabric:
+    """Rail-optimised: each scalable unit of `su` nodes has one leaf per rail."""
+    nodes = node_names(n)
+    rail_names = [f"mlx5_{i}" for i in range(rails)]
+    leaf = {(x, r): f"su{i // su}-rail{j}" for i, x in enumerate(nodes) for j, r in enumerate(rail_names)}
+    return Fabric(nodes, rail_names, leaf, {x: i // su for i, x in enumerate(nodes)})
+
+
+# -- the run ------------------------------------------------------------------------
+
+class Jobs:
+    """The Slurm side of the simulated run: records what the run submits."""
+
+    def __init__(self):
+        self.submitted: list[tuple[list[str], str]] = []
+
+    def submit(self, argv: list[str], script: str | None = None) -> str:
+        self.submitted.append((list(argv), script or ""))
+        return str(1000 + len(self.submitted))
+
+    def cancel(self, ids) -> None:
+        pass
+
+    def cancel_by_name(self, name: str) -> None:
+        pass
+
+
+def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool) -> Config:
+    data = validate(parse_toml(b"", "<defaults>"), "<defaults>")
+    b = data["burnin"]
+    b.update(run_dir=run_dir, topology=map_path, rails=list(fabric.rails) if rails else [],
+             max_retest_rounds=MAX_RETEST_ROUNDS)
+    return Config(data, None, "sim")
+
+
+def measure_task(fabric: Fabric, cfg: dict, run_dir: str, task_id: str, rng: random.Random,
+                 dead: bool = False) -> None:
+    """What `burnin task` runs for one task job (its group and pairs read from
+    the run directory as task.run_in_job reads them), with the generator's
+    numbers, written as its result file; a dead task writes nothing."""
+    if dead:
+        return
+    nodes = task.planned_group(run_dir, task_id)
+    pair_rounds = task.planned_rounds(run_dir, nodes, cfg["rounds"], task_id)
+    out = task_lines(fabric, cfg, task_id, nodes, pair_rounds, rng)
+    rundir.write_result(run_dir, {"task": task_id, "nodes": nodes, "started": 0, "finished": 0, "complete": True,
+                                  "measurements": out, "versions": {}})
+
+
+def task_lines(fabric: Fabric, cfg: dict, task_id: str, nodes: list[str], pair_rounds, rng: random.Random) -> list[dict]:
+    """One task's measurement lines, in task.run_task's order and fields."""
+    stage = rundir.stage_of(task_id)
+    tnum = int(task_id) if task_id.isdigit() else None
+    out: list[dict] = []
+
+    def line(d: dict) -> dict:
+        if rng.random() < fabric.failed:
+            d.update(ok=False, busbw=None, error="exit code 1")
+        return dict(d, retest=stage) if stage else d
+
+    for x in nodes:
+        v = fabric.base_intra * fabric.gpu.get(x, 1.0) * fabric.spread.get(x, 1.0) * fabric.draw(rng, (x,))
+        out.append(line({"nodes": [x], "busbw": round(v, 2), "size": PAIR_SIZE, "test": "all_reduce", "ok": True,
+                         "task": tnum, "round": None}))
+    for r, pairs in enumerate(pair_rounds):
+        for a, b in pairs:
+            v = fabric.base_pair * fabric.pair_factor(a, b) * fabric.draw(rng, (a, b))
+            out.append(line({"nodes": [a, b], "busbw": round(v, 2), "size": PAIR_SIZE, "test": "all_reduce",
+                             "ok": True, "task": tnum, "round": r}))
+    if cfg["rails"]:
+        for r, pairs in enumerate(pair_rounds):
+            for a, b in pairs:
+                for nic in cfg["rails"]:
+                    v = fabric.base_rail * fabric.rail_path(a, b, nic) * fabric._soft(a, b) * fabric.draw(rng, (a, b))
+                    out.append(line({"nodes": [a, b], "busbw": round(v, 2), "size": cfg["rail_bytes"],
+                                     "test": "ib_write_bw", "rail": nic, "ok": True, "task": tnum, "round": r}))
+    return out
+
+
+@dataclass
+class RunResult:
+    analysis: object                      # the final Analysis
+    drained: dict[str, list[str]]         # node -> NICs its drain named (any analysis of the run)
+    first: list[dict]                     # the first round's measurements (raw)
+    rounds: int                           # retest rounds submitted
+    reruns: int                           # nodes in the retest rounds' task jobs, summed over rounds
+    seconds: float
+
+
+def play(fabric: Fabric, seed: int, rails: bool = True, setup=None) -> RunResult:
+    """Submit, measure, analyse, retest as the run does; returns the final
+    state. `setup(fabric, group_rounds, rng)`: faults placed on the planned
+    pairs (slow routes), before anything is measured."""
+    tmp = tempfile.mkdtemp(prefix="sq-runsim-")
+    try:
+        return _play(fabric, seed, rails, tmp, setup)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
+    rng = random.Random(seed)
+    map_path = os.path.join(tmp, "fabric.csv")
+    with open(map_path, "w") as fh:
+        fh.write(topology.write_csv(fabric.map_rows()))
+    config = site_config(os.path.join(tmp, "runs"), fabric, map_path, rails)
+    cfg = config["burnin"]
+    topo = topology.from_config(cfg["topology"])
+    jobs = Jobs()
+    sub = runner.submit(config, jobs, list(fabric.nodes), None, None, switch_of=topology.switch_of(topo))
+    run_dir = sub["run_dir"]
+    plan = rundir.read_plan(run_dir)
+    if setup is not None:
+        setup(fabric, plan["group_rounds"], rng)
+    dead = set(rng.sample(range(len(plan["groups"])), min(fabric.dead_tasks, len(plan["groups"]) - 1)))
+    for i in range(len(plan["groups"])):
+        measure_task(fabric, cfg, run_dir, str(i), rng, dead=i in dead)
+    first = [m for _p, res in rundir.read_results(run_dir)[0] for m in res["measurements"]]
+    drained: dict[str, list[str]] = {}
+    stage, reruns, t0 = 0, 0, time.process_time()
+    while True:
+        # commands/burnin.py _analyze, for the run's analysis job (--follow-up stage)
+        plan, raw, _versions = runner.load_run(run_dir)
+        a = runner.judge(config, raw, plan["scope"], {}, topo)
+        a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
+        a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs,
+                                 switch_of=topology.switch_of(topo), log=lambda _m: None)
+        for x in a.drain:
+            drained.setdefault(x, list(a.nodes[x].get("failed_nics") or []))
+        nxt = (a.retest or {}).get("next")
+        if not nxt:
+            break
+        stage = nxt["round"]
+        record = rundir.load_stage(run_dir, stage)
+        reruns += sum(len(g) for g in record["groups"])
+        for i in range(len(record["groups"])):
+            measure_task(fabric, cfg, run_dir, rundir.task_id(stage, i), rng)
+    return RunResult(a, drained, first, stage, reruns, time.process_time() - t0)
+
+
+# -- what a right answer is ----------------------------------------------------------
+
+@dataclass
+class Truth:
+    healthy: set[str]
+    must_fail: set[str]
+    never_pass: set[str]
+    must_nic: set[tuple[str, str]]
+    slow_switches: set[str]
+    must_switch: set[str]
+    slow_links: set[tuple]          # (frozenset pair, rail)
+    must_link: set[tuple]
+    guard: bool | None              # True: must trip; False: must not; None: either
+
+
+def truth(fabric: Fabric, first: list[dict]) -> Truth:
+    """From the fabric and the first round's valid pair measurements (who
+    met whom, not what they read), before any analysis:
+
+    - a healthy node (no GPU/host/NIC fault; spread and stragglers are
+      healthy) is never drained, by any analysis of the run;
+    - a deficit (one NIC, the network side, the GPU side) with clean
+      evidence must drain its node: at least two partners measured with it
+      on that key whose own side and path are healthy, and the factor, even
+      3 sd high, below the drain margin that noise and fleet size require
+      (sd = noise / sqrt(k // 2 + 1) over its k clean partners); a NIC fault
+      (not a slow network side) must be named in failed_nics. A node more
+      than 2 noise sd below the line never passes;
+    - a switch whose factor, even 3 sd high, is below the line must be
+      named; a switch named that is not slow is wrong;
+    - a slow route on a rail between two nodes that both have a clean
+      partner elsewhere on that rail must be in suspect_links when it is
+      clear at sd = noise / sqrt(3) (measured once in the first round and
+      again in each of the two retest rounds, as the run's rounds re-measure
+      a suspect link);
+    - the guard must trip when more clear fails than max(2, 10% of the tested
+      nodes), and must not when that many are slow at all."""
+    sigma = max(fabric.noise, NOISE_FLOOR)
+    pair_partners: dict[str, set[str]] = {x: set() for x in fabric.nodes}
+    rail_partners: dict[tuple[str, str], set[str]] = {}
+    for m in first:
+        if not m["ok"] or len(m["nodes"]) != 2:
+            continue
+        a, b = m["nodes"]
+        if m.get("rail"):
+            rail_partners.setdefault((a, m["rail"]), set()).add(b)
+            rail_partners.setdefault((b, m["rail"]), set()).add(a)
+        else:
+            pair_partners[a].add(b)
+            pair_partners[b].add(a)
+    tested = [x for x in fabric.nodes if pair_partners[x] or any(rail_partners.get((x, r)) for r in fabric.rails)]
+    z_fleet = NORMAL.inv_cdf(1 - ALPHA / max(len(tested), 1))
+
+    def clear(f: float, k: int) -> bool:
+        sd = sigma / math.sqrt(k // 2 + 1)
+        return k >= 2 and f * (1 + 3 * sd) < THRESHOLD * (1 - z_fleet * sd)
+
+    def clean_rail(x: str, q: str, r: str) -> bool:
+        """q and the path to it are healthy on rail r (only x's end may be slow)."""
+        f = fabric
+        return f.end(q, r) == 1.0 and f.switch.get(f.leaf[(x, r)], 1.0) == 1.0 and \
+            f.switch.get(f.leaf[(q, r)], 1.0) == 1.0 and (frozenset((x, q)), r) not in f.route and q not in f.flaky
+
+    healthy = {x for x in fabric.nodes if fabric.healthy(x)}
+    must_fail, never_pass, must_nic = set(), set(), set()
+    rails_measured = bool(rail_partners)
+    for x in fabric.nodes:
+        if x in healthy:
+            continue
+        worst = min([fabric.gpu.get(x, 1.0)] + [fabric.end(x, r) for r in fabric.rails])
+        if worst < THRESHOLD - 2 * sigma or x not in tested:
+            never_pass.add(x)
+        for r in fabric.rails:
+            e = fabric.end(x, r)
+            if e == 1.0:
+                continue
+            clean = [q for q in rail_partners.get((x, r), ())
+                     if clean_rail(x, q, r)] if rails_measured else \
+                [q for q in pair_partners[x] if q in healthy and all(clean_rail(x, q, rr) for rr in fabric.rails)]
+            seen = e if rails_measured or fabric.combine == "min" else 1.0
+            if clear(seen, len(clean)):
+                must_fail.add(x)
+                if (x, r) in fabric.nic and fabric.host.get(x, 1.0) == 1.0 and rails_measured:
+                    must_nic.add((x, r))
+        g = fabric.gpu.get(x, 1.0)
+        if g < 1.0:
+            clean = [q for q in pair_partners[x] if q in healthy and q not in fabric.flaky
+                     and all(clean_rail(x, q, r) for r in fabric.rails)]
+            if clear(g, len(clean)):
+                must_fail.add(x)
+    nodes_under: dict[str, int] = {}
+    for (x, _r), sw in fabric.leaf.items():
+        if x in tested:
+            nodes_under[sw] = nodes_under.get(sw, 0) + 1
+    slow_sw = {s for s, f in fabric.switch.items() if f < 1.0}
+    must_switch = {s for s in slow_sw if fabric.switch[s] * (1 + 3 * sigma) < THRESHOLD and nodes_under.get(s, 0) >= 3}
+    n_links = sum(len(v) for v in rail_partners.values()) // 2 + sum(len(v) for v in pair_partners.values()) // 2
+    z_link = NORMAL.inv_cdf(1 - ALPHA / max(n_links, 1))
+    sd_l = sigma / math.sqrt(1 + MAX_RETEST_ROUNDS)
+    must_link = set()
+    for (pair, r), v in fabric.route.items():
+        a, b = sorted(pair)
+        measured = b in rail_partners.get((a, r), ()) if rails_measured else b in pair_partners[a]
+        elsewhere = all(any(clean_rail(x, q, r) and q != y for q in rail_partners.get((x, r), ()))
+                        for x, y in ((a, b), (b, a))) if rails_measured else True
+        if measured and elsewhere and fabric.end(a, r) == fabric.end(b, r) == 1.0 and \
+                v * (1 + 3 * sd_l) < THRESHOLD * (1 - z_link * sd_l):
+            must_link.add((pair, r))
+    cap = max(2, int(0.1 * len(tested)))
+    slow_any = set(fabric.nodes) - healthy
+    guard = True if len(must_fail) > cap else False if len(slow_any) <= cap else None
+    return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard)
+
+
+def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:
+    a = run.analysis
+    drained = set(run.drained)
+    verdict = {x: v["verdict"] for x, v in a.nodes.items()}
+    named = {(x, nic) for x, v in a.nodes.items() for nic in v.get("failed_nics") or []} | \
+        {(x, nic) for x, nics in run.drained.items() for nic in nics}
+    switches = set(a.suspect_switches)
+    links_rail = {(frozenset(link[:2]), link[2]) for link in a.suspect_links if len(link) == 3}
+    links_pair = {frozenset(link[:2]) for link in a.suspect_links}
+    found_links = {k for k in t.must_link if (k in links_rail if rails else k[0] in links_pair)}
+    true_pairs = {p for p, _r in t.slow_links}
+    noise_links = [link for link in a.suspect_links if frozenset(link[:2]) not in true_pairs]
+    false = drained & t.healthy
+    why = []
+    if false:
+        why.append(f"healthy drained {sorted(false)[:6]}{'...' if len(false) > 6 else ''} ({len(false)})")
+    if t.guard is True and (not a.guard_tripped or drained):
+        why.append("guard should trip and drain nothing")
+    if t.guard is False and a.guard_tripped:
+        why.append("guard tripped")
+    if t.guard is not True and not a.guard_tripped:
+        if not t.must_fail <= drained:
+            why.append(f"not drained {sorted(t.must_fail - drained)[:6]} "
+                       f"({', '.join(sorted({verdict.get(x, '?') for x in t.must_fail - drained}))})")
+        if not t.must_nic <= named:
+            why.append(f"NIC not named {sorted(t.must_nic - named)[:4]}")
+    passed = sorted(x for x in t.never_pass if verdict.get(x) == "pass")
+    if passed:
+        why.append(f"slow node passed {passed[:6]}")
+    if not t.must_switch <= switches:
+        why.append(f"switch not named {sorted(t.must_switch - switches)}")
+    if switches - t.slow_switches:
+        why.append(f"healthy switch named {sorted(switches - t.slow_switches)}")
+    if found_links != t.must_link:
+        why.append(f"link not found {[(sorted(p), r) for p, r in t.must_link - found_links][:3]}")
+    if a.retest and not a.retest.get("final", True):
+        why.append("run not decided")
+    return {"right": not why, "why": why, "false": len(false), "nic_truth": len(t.must_nic),
+            "nic_found": len(t.must_nic & named), "sw_truth": len(t.must_switch),
+            "sw_found": len(t.must_switch & switches), "link_truth": len(t.must_link),
+            "link_found": len(found_links), "noise_links": len(noise_links), "rounds": run.rounds,
+            "reruns": run.reruns, "nodes": len(t.healthy) + len(set(a.nodes) - t.healthy),
+            "slow": len(set(a.nodes) - t.healthy), "slow_drained": len(drained - t.healthy)}
+
+
+# -- a family table ------------------------------------------------------------------
+
+def new_row() -> dict:
+    return {"runs": 0, "right": 0, "false": 0, "nic_truth": 0, "nic_found": 0, "sw_truth": 0, "sw_found": 0,
+            "link_truth": 0, "link_found": 0, "noise_links": 0, "rounds": 0, "max_rounds": 0, "reruns": 0,
+            "node_total": 0, "links_target": False, "slow": 0, "slow_drained": 0}
+
+
+def add(row: dict, r: dict, links_target: bool) -> None:
+    row["runs"] += 1
+    for k in ("right", "false", "nic_truth", "nic_found", "sw_truth", "sw_found", "link_truth", "link_found",
+              "noise_links", "rounds", "reruns", "slow", "slow_drained"):
+        row[k] += r[k]
+    row["node_total"] += r["nodes"]
+    row["max_rounds"] = max(row["max_rounds"], r["rounds"])
+    row["links_target"] |= links_target
+
+
+def table(rows: dict[str, dict], title: str) -> bool:
+    """Print one line per family; True when every family meets its targets."""
+    print(f"\n{title}")
+    print("targets: >= 99% right, 0 healthy nodes drained, NIC named >= 95%, switch named >= 95%, "
+          "links found >= 95% at 5% noise (nodes rerun: node-jobs in retest rounds, share of the nodes; "
+          "slow drained: nodes with any fault drained, clear or not)")
+    print(f"{'family':<24} {'scen.':>5} {'right':>7} {'healthy drained':>15} {'NIC named':>10} "
+          f"{'switch named':>12} {'links found':>11} {'noise links':>11} {'rounds avg/max':>14} "
+          f"{'nodes rerun':>16} {'slow drained':>12}")
+    ok = True
+    pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+    for name, f in rows.items():
+        right = f["right"] / f["runs"]
+        nic = f["nic_found"] / f["nic_truth"] if f["nic_truth"] else None
+        sw = f["sw_found"] / f["sw_truth"] if f["sw_truth"] else None
+        link = f["link_found"] / f["link_truth"] if f["link_truth"] else None
+        met = right >= 0.99 and f["false"] == 0 and (nic is None or nic >= 0.95) and (sw is None or sw >= 0.95) \
+            and (link is None or not f["links_target"] or link >= 0.95)
+        ok &= met
+        rerun = f"{f['reruns']} ({f['reruns'] / max(f['node_total'], 1):.1%})"
+        print(f"{name:<24} {f['runs']:>5} {right:>7.1%} {f['false']:>15} {pct(nic):>10} {pct(sw):>12} "
+              f"{pct(link):>11} {f['noise_links']:>11} {f['rounds'] / f['runs']:>9.2f}/{f['max_rounds']:<4} "
+              f"{rerun:>16} {pct(f['slow_drained'] / f['slow'] if f['slow'] else None):>12}  {'MET' if met else 'MISSED'}")
+    return ok
+
+
+def noise_shape(rng: random.Random) -> str:
+    return rng.choice(["gaussian", "student-t", "lognormal"])
+
+
+def timing(n: int = 16384, rails: int = 8) -> tuple[float, float, int]:
+    """(CPU s, wall s, measurements) of one analysis of `n` nodes x `rails`
+    rails, whole-node and per-rail lines, with the fabric map, from the dicts
+    a run's results hold (what the analysis job reads). A rail leaf is slow,
+    1% of nodes have a NIC at 0.5."""
+    rng = random.Random(n)
+    f = rail_fabric(n, rails, 32)
+    f.switch[f.leaf[(f.nodes[100], f.rails[2])]] = 0.8
+    for x in rng.sample(f.nodes, n // 100):
+        f.nic[(x, rng.choice(f.rails))] = 0.5
+    tmp = tempfile.mkdtemp(prefix="sq-runsim-")
+    try:
+        map_path = os.path.join(tmp, "fabric.csv")
+        with open(map_path, "w") as fh:
+            fh.write(topology.write_csv(f.map_rows()))
+        config = site_config(os.path.join(tmp, "runs"), f, map_path, True)
+        topo = topology.from_config(map_path)
+        sub = runner.submit(config, Jobs(), list(f.nodes), None, None, switch_of=topology.switch_of(topo))
+        plan = rundir.read_plan(sub["run_dir"])
+        # the tasks' lines from plan.json's groups and rounds (one read, not one per task)
+        raw = [runner._measurement(d, "sim") for i, (g, rounds) in enumerate(zip(plan["groups"], plan["group_rounds"]))
+               for d in task_lines(f, config["burnin"], str(i), g, rounds, rng)]
+        best_cpu = best_wall = math.inf
+        for _ in range(2):
+            t0, c0 = time.perf_counter(), time.process_time()
+            runner.judge(config, raw, plan["scope"], {}, topology.from_config(map_path))
+            best_cpu, best_wall = min(best_cpu, time.process_time() - c0), min(best_wall, time.perf_counter() - t0)
+        return best_cpu, best_wall, len(raw)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- families -------------------------------------------------------------------------
+
+@dataclass
+class Family:
+    name: str
+    build: object                   # (rng, i) -> (Fabric, rails measured, setup or None)
+    links_target: bool = False      # links found >= 95% is a target here (5% noise)
+
+
+def run_families(families: list[Family], seeds: int, seed_base: int, title: str,
+                 only: str | None = None, verbose: bool = False) -> bool:
+    rows: dict[str, dict] = {}
+    wrong: list[str] = []
+    start = time.perf_counter()
+    for fam in families:
+        if only and only not in fam.name:
+            continue
+        row = rows.setdefault(fam.name, new_row())
+        for i in range(seeds):
+            seed = seed_base + i
+            rng = random.Random(f"{fam.name}:{seed}")
+            fabric, rails, setup = fam.build(rng, i)
+            run = play(fabric, seed, rails, setup)
+            t = truth(fabric, run.first)
+            r = judge(t, run, rails)
+            add(row, r, fam.links_target)
+            if not r["right"]:
+                wrong.append(f"{fam.name}, {len(fabric.nodes)} nodes x {len(fabric.rails)} rails "
+                             f"({fabric.shape} {fabric.noise:.0%}, {fabric.combine}), seed {seed}: "
+                             f"{'; '.join(r['why'])}")
+            if verbose:
+                print(f"  {fam.name} seed {seed}: {'right' if r['right'] else 'WRONG'} "
+                      f"({time.perf_counter() - start:.0f} s)", flush=True)
+        print(f"  ... {fam.name} done ({time.perf_counter() - start:.0f} s)", flush=True)
+    ok = table(rows, title)
+    for line in wrong[:25]:
+        print("  wrong:", line)
+    if len(wrong) > 25:
+        print(f"  ... and {len(wrong) - 25} more")
+    return ok
+
+
+def healthy_fleet(rng: random.Random, n: int, rails: int, noise: float = 0.02) -> Fabric:
+    """A fleet as it comes: per-node spread, a noise shape, some transients
+    and failed tests, NCCL rings or adaptive routing."""
+    su = 8 if n <= 16 else 16 if n <= 128 else 32
+    f = rail_fabric(n, rails, su)
+    f.spread = {x: rng.uniform(0.985, 1.015) for x in f.nodes}
+    f.shape = noise_shape(rng)
+    f.noise = noise
+    f.transient = rng.choice([0.0, 0.01, 0.02])
+    f.failed = rng.choice([0.0, 0.005])
+    f.combine = "min" if rng.random() < 0.8 else "mean"
+    f.base_pair *= rng.uniform(0.9, 1.05)
+    f.base_rail *= rng.uniform(0.95, 1.0)
+    return f
+
+
+def slow_nodes(f: Fabric, rng: random.Random, count: int, level: tuple[float, float],
+               avoid: set[str] = frozenset()) -> list[str]:
+    """`count` nodes slow on their GPU/host side or on every NIC (network side)."""
+    chosen = rng.sample([x for x in f.nodes if x not in avoid], count)
+    for x in chosen:
+        (f.gpu if rng.random() < 0.5 else f.host)[x] = rng.uniform(*level)
+    return chosen
+
+
+def bad_nics(f: Fabric, rng: random.Random, count: int, level: tuple[float, float],
+             avoid: set[str] = frozenset()) -> list[str]:
+    chosen = rng.sample([x for x in f.nodes if x not in avoid], count)
+    for x in chosen:
+        f.nic[(x, rng.choice(f.rails))] = rng.uniform(*level)
+    return chosen
+
+
+def slow_routes(count: int, level: tuple[float, float], rails: bool = True):
+    """A setup placing `count` slow routes on first-round pairs of healthy
+    nodes under different scalable units (cross-spine), one rail each."""
+    def setup(f: Fabric, group_rounds, rng: random.Random) -> None:
+        pairs = [tuple(p) for g in group_rounds or [] for rnd in g for p in rnd]
+        cross = [p for p in pairs if f.su[p[0]] != f.su[p[1]] and f.healthy(p[0]) and f.healthy(p[1])]
+        used: set[str] = set()
+        for a, b in rng.sample(cross, len(cross)):
+            if len(f.route) == count:
+                break
+            if {a, b} & used:
+                continue
+            f.route[(frozenset((a, b)), rng.choice(f.rails))] = rng.uniform(*level)
+            used |= {a, b}
+        if not rails:
+            f.combine = "min"  # whole-node tests only: a route shows on the pair when it gates the rings
+    return setup
