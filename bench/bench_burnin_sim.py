@@ -388,7 +388,7 @@ def _stragglers(rng, i):
     n, rails = (64, 256, 1024, 128, 512)[i % 5], (8, 4)[i % 2]
     f = runsim.healthy_fleet(rng, n, rails, noise=rng.choice([0.02, 0.03]))
     slow = runsim.slow_nodes(f, rng, max(1, round(0.01 * n)), (0.5, 0.85))
-    f.flaky = {x: 0.3 for x in rng.sample([x for x in f.nodes if x not in slow], max(1, round(0.02 * n)))}
+    f.flaky = {x: 0.2 for x in rng.sample([x for x in f.nodes if x not in slow], max(1, round(0.02 * n)))}
     f.failed = 0.01
     f.dead_tasks = i % 2
     return f, True, None

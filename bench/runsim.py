@@ -299,6 +299,7 @@ class Truth:
     slow_links: set[tuple]          # (frozenset pair, rail)
     must_link: set[tuple]
     guard: bool | None              # True: must trip; False: must not; None: either
+    faulty: set[str] = field(default_factory=set)   # a GPU/host/NIC fault (stragglers are not)
 
 
 def truth(fabric: Fabric, first: list[dict]) -> Truth:
@@ -311,9 +312,13 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
       evidence must drain its node: at least two partners measured with it
       on that key whose own side and path are healthy, and the factor, even
       3 sd high, below the drain margin that noise and fleet size require
-      (sd = noise / sqrt(k // 2 + 1) over its k clean partners); a NIC fault
-      (not a slow network side) must be named in failed_nics. A node more
-      than 2 noise sd below the line never passes;
+      (sd = noise / sqrt(k // 2 + 1) over its k clean partners), or, with the
+      two new partners each retest round gives it, 2 sd high below that
+      margin at sd = noise / sqrt(k + 2 x rounds) (a node the rounds can
+      decide must not end undecided); a NIC fault (not a slow network side)
+      must be named in failed_nics. A node more than 2 noise sd below the
+      line never passes. A healthy node that straggles now and then may go
+      either way;
     - a switch whose factor, even 3 sd high, is below the line must be
       named; a switch named that is not slow is wrong;
     - a slow route on a rail between two nodes that both have a clean
@@ -340,8 +345,12 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     z_fleet = NORMAL.inv_cdf(1 - ALPHA / max(len(tested), 1))
 
     def clear(f: float, k: int) -> bool:
+        """Decided by the first round's k clean partners, or by the run's
+        rounds: each adds two new partners, so k + 2 x rounds at most."""
         sd = sigma / math.sqrt(k // 2 + 1)
-        return k >= 2 and f * (1 + 3 * sd) < THRESHOLD * (1 - z_fleet * sd)
+        sd_all = sigma / math.sqrt(k + 2 * MAX_RETEST_ROUNDS)
+        return (k >= 2 and f * (1 + 3 * sd) < THRESHOLD * (1 - z_fleet * sd)) or \
+            (k >= 1 and f * (1 + 2 * sd_all) < THRESHOLD * (1 - z_fleet * sd_all))
 
     def clean_rail(x: str, q: str, r: str) -> bool:
         """q and the path to it are healthy on rail r (only x's end may be slow)."""
@@ -349,11 +358,11 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         return f.end(q, r) == 1.0 and f.switch.get(f.leaf[(x, r)], 1.0) == 1.0 and \
             f.switch.get(f.leaf[(q, r)], 1.0) == 1.0 and (frozenset((x, q)), r) not in f.route and q not in f.flaky
 
-    healthy = {x for x in fabric.nodes if fabric.healthy(x)}
+    healthy = {x for x in fabric.nodes if fabric.healthy(x) and x not in fabric.flaky}  # a straggler: either
     must_fail, never_pass, must_nic = set(), set(), set()
     rails_measured = bool(rail_partners)
     for x in fabric.nodes:
-        if x in healthy:
+        if x in healthy or fabric.healthy(x):
             continue
         worst = min([fabric.gpu.get(x, 1.0)] + [fabric.end(x, r) for r in fabric.rails])
         if worst < THRESHOLD - 2 * sigma or x not in tested:
@@ -397,7 +406,8 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     cap = max(2, int(0.1 * len(tested)))
     slow_any = set(fabric.nodes) - healthy
     guard = True if len(must_fail) > cap else False if len(slow_any) <= cap else None
-    return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard)
+    return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard,
+                 {x for x in fabric.nodes if not fabric.healthy(x)})
 
 
 def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:
@@ -442,7 +452,7 @@ def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:
             "sw_found": len(t.must_switch & switches), "link_truth": len(t.must_link),
             "link_found": len(found_links), "noise_links": len(noise_links), "rounds": run.rounds,
             "reruns": run.reruns, "nodes": len(t.healthy) + len(set(a.nodes) - t.healthy),
-            "slow": len(set(a.nodes) - t.healthy), "slow_drained": len(drained - t.healthy)}
+            "slow": len(t.faulty), "slow_drained": len(drained & t.faulty)}
 
 
 # -- a family table ------------------------------------------------------------------
