@@ -53,7 +53,10 @@ RELEASES = {"25.11": "slurm-25.11.7.tar.xz"}
 PYSLURM = {"25.11": "25.11.2"}   # the pyslurm release built for each Slurm release
 BUILD_DEPS = ("build-essential", "libmunge-dev", "libjson-c-dev", "libyaml-dev", "libjwt-dev", "libhttp-parser-dev",
               "pkg-config", "python3-dev")
-CONFIGURE = ("--disable-debug",)
+# --enable-multiple-slurmd: the test clusters run several slurmd on one host; without it
+# slurmd refuses the job credential a second slurmd on the same munged decodes (munge
+# "replay"), so every multi-node srun step fails (seen: "_verify_signature: failed decode").
+CONFIGURE = ("--disable-debug", "--enable-multiple-slurmd")
 _READY = ".slurmqual-ready"
 _FORMAT = 1  # bump when the build steps change
 
