@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import TYPE_CHECKING, Iterable
 
-from .noise import drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
+from .noise import clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
 
 if TYPE_CHECKING:
     from ..records import Measurement, Params
@@ -150,15 +150,22 @@ def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: flo
     level = top_level(g, convicted, threshold)
     if not level:
         return floor
-    # A loose cut: a tight one (the line) selects pairs whose noise went up
-    # and shrinks the estimate (the upper half ignores the slow ones kept).
-    cut = (threshold - 0.15) * level
-    healthy = [v / level for (a, b), v in g.value.items()
-               if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
-    # An upper bound, not the estimate: the spread of n/2 values is itself
-    # uncertain by about 1/sqrt(n/2) (two sds of it here), and a scale
+    # The pairs of nodes not under suspicion: both ends' levels at or above
+    # the line. Slow nodes not yet convicted (a tenth of a small fleet at
+    # 0.85) put their pairs below the bulk and move its median down: their
+    # spread read 0.04-0.05 for a true 0.02 and kept them undecided. The
+    # line is far enough below the level (5 sds of a pair at 2% noise, more
+    # for a node's mean of pairs) that it does not cut the healthy bulk.
+    # Too few such pairs (most of a tiny fleet suspect): a looser cut.
+    healthy: list[float] = []
+    for cut in (threshold * level, (threshold - 0.15) * level):
+        healthy = [v / level for (a, b), v in g.value.items()
+                   if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
+        if len(healthy) >= 8:
+            break
+    # An upper bound, not the estimate (noise.clean_noise): a scale
     # estimated too small is what drains a healthy node.
-    return robust_noise(healthy, floor) * (1 + 2 / math.sqrt(max(len(healthy) // 2, 1)))
+    return clean_noise(healthy, floor)
 
 
 @dataclass(frozen=True)
