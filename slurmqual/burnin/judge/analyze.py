@@ -408,7 +408,8 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     for f in findings:
         found_in.setdefault(f.key, set()).add(f.switch)
     for n in all_nodes:
-        keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n]} for k, r in results.items() if n in r.verdicts}
+        keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n], **({"own": r.own[n]} if n in r.own else {})}
+                for k, r in results.items() if n in r.verdicts}
         if len(keys) > 1 and any(kv["verdict"] == "fail" for kv in keys.values()):
             from .fabricmodel import name_nics
 
@@ -483,13 +484,8 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     # Per-GPU keys' baselines are per GPU serial (gpus.below_baselines).
     below = below_baselines(nodes, {k: b for k, b in (baselines or {}).items() if is_gpu_key(k)}, p.baseline_drop)
     for key, base_of in (baselines or {}).items():
-        if is_gpu_key(key):
-            continue
-        for n, base in base_of.items():
-            v = nodes.get(n, {}).get("keys", {}).get(key)
-            if base and v and v["score"] is not None and v["score"] < (1 - p.baseline_drop) * base:
-                if n not in below or v["score"] / base < below[n]["score"] / below[n]["baseline"]:
-                    below[n] = {"key": key, "score": v["score"], "baseline": base}
+        if not is_gpu_key(key):
+            _below_own_baselines(nodes, key, base_of, noise_of.get(key, p.noise_floor), p, below)
     # A slowdown of the whole fabric moves the fleet median with it, so the
     # relative test sees nothing; the nodes' own baselines still do.
     slowdown = len(below) > cap
@@ -519,6 +515,38 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
                     problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()},
                     suspect_switches=switches, switch_findings=[f.to_dict() for f in findings])
+
+
+def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, float], noise: float, p: Params,
+                         below: dict[str, dict]) -> None:
+    """Nodes more than `baseline_drop` below their own baselines on `key`, by
+    their own effect: each node's own level (over partners not under
+    suspicion: a slow partner is not its fault) against its baseline, and
+    against the fabric's shift (the median of those ratios over the nodes
+    with a baseline). A fabric 8% slower than at baseline moves every node
+    by 8%: a node is reported when it is below by the drop and below the
+    shift by more than the noise (a healthy node's 3% of noise on top of
+    the 8% is the fabric's, not its own), or when the shift itself is past
+    the drop (the whole fabric slowed: every node, a fleet-wide slowdown).
+    Fewer than three nodes with a baseline (a requalify) cannot tell the
+    fabric from the node: below by the drop is below."""
+    ratio: dict[str, tuple[float, float]] = {}
+    for n, base in base_of.items():
+        v = nodes.get(n, {}).get("keys", {}).get(key)
+        own = v.get("own", v["score"]) if v else None
+        if base and own is not None:
+            ratio[n] = (own / base, own)
+    if not ratio:
+        return
+    shift = median(r for r, _own in ratio.values()) if len(ratio) >= 3 else 1.0
+    margin = one_sided_z(p.alpha, len(ratio)) * max(noise, p.noise_floor)
+    for n, (r, own) in ratio.items():
+        if r >= 1 - p.baseline_drop:
+            continue
+        if shift >= 1 - p.baseline_drop and r / shift >= 1 - margin:
+            continue  # the fabric's shift and the noise, not the node
+        if n not in below or r < below[n]["score"] / below[n]["baseline"]:
+            below[n] = {"key": key, "score": own, "baseline": base_of[n]}
 
 
 def _behind(n: str, keys: dict, parts: dict[str, tuple], found_in: dict[str, set[str]], paths) -> list[str]:

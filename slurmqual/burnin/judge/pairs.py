@@ -55,6 +55,9 @@ class KeyResult:
     # Per `retest` node: (ambiguity in noise sds from the line, smaller is
     # more ambiguous, None when nothing can decide it; best-estimate verdict).
     leaning: dict[str, tuple[float | None, str]] = field(default_factory=dict)
+    # Each node's own level where it differs from its score (pairs.own_levels:
+    # without suspect partners and links): what baselines compare.
+    own: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -458,27 +461,42 @@ def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params",
 
 def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float,
                   hits: Transients | None = None, level: float = 0.0) -> list[list[str]]:
-    """Links clearly below the line (margin for one value, or fewer sds for a
-    repeated one), between two nodes that are each fine with another partner,
-    and not what the fleet's transient hits explain: where healthy pairs come
-    out this low by chance somewhere in the fleet (`hits`), one low value is
-    no cable to replace (at 4% transients, a thousand of them per rail)."""
+    """Links below the line and clearly below the healthy level `level` (the
+    margin measured from where a healthy pair reads, not down from the
+    line: at 5-8% noise the line's margin asked a link to read below 0.56
+    of the median), sized for the evidence the link has (a value measured
+    r times: sigma / sqrt(r)) and the number of links judged; between two
+    nodes that are each fine with another partner, and not what the
+    fleet's transient hits explain: where healthy pairs come out this low
+    by chance somewhere in the fleet (`hits`), one low value is no cable to
+    replace (at 4% transients, a thousand of them per rail)."""
     links = []
     z_link = one_sided_z(alpha, len(g.value))
+    healthy = level or line
     for (a, b), v in g.value.items():
         if a in convicted or b in convicted or v >= line:
             continue
         r = len(g.repeats[(a, b)])
-        if v >= line * (1 - z_link * sigma / math.sqrt(r)):
+        if v >= healthy * (1 - z_link * sigma / math.sqrt(r)):
             continue
         if hits is not None and hits.described and level and \
                 hits.below(v / level, 4 * sigma) * hits.rate ** r * len(g.value) >= alpha / MODEL_SAFETY:
             continue
-        fine_a = any(q != b and q not in convicted and w >= line for q, w in g.adj[a])
-        fine_b = any(q != a and q not in convicted and w >= line for q, w in g.adj[b])
-        if fine_a and fine_b:
+        # Both ends are fine elsewhere (another partner not convicted at or
+        # above the line), and the link is clearly below what those fine
+        # pairs read (a node a little slow, at 0.88, with one pair above the
+        # line by noise would otherwise have its other pairs named as links).
+        ends = [_fine_level(g, x, y, convicted, line) for x, y in ((a, b), (b, a))]
+        if all(e is not None and v < e * (1 - z_link * sigma / math.sqrt(r)) for e in ends):
             links.append([a, b])
     return sorted(links)
+
+
+def _fine_level(g: PairGraph, n: str, other: str, convicted: set[str], line: float) -> float | None:
+    """The mean of `n`'s pairs at or above the line with partners other than
+    `other` and not convicted (None: it has none: not fine elsewhere)."""
+    vals = [w for q, w in g.adj[n] if q != other and q not in convicted and w >= line]
+    return sum(vals) / len(vals) if vals else None
 
 
 def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
@@ -529,13 +547,42 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             verdicts[n] = "pass"
     leaning = retest_leaning(g, verdicts, convicted, judge)
     links = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet)
+    bad = {(a, b) for a, b in links}
+    # A suspect link is the route's fault, not its ends': an end below the
+    # line only through it (every other pair, two at least, at or above the
+    # line: a node a little slow has some below) is judged without it.
+    for n in {x for pair in bad for x in pair}:
+        if verdicts.get(n) == "retest":
+            vals = [v for q, v in g.adj[n] if q not in convicted and ((n, q) if n < q else (q, n)) not in bad]
+            if len(vals) >= 2 and min(vals) >= line and (est := level_estimate(vals, sigma)) >= line:
+                verdicts[n], score[n] = "pass", est
+                leaning.pop(n, None)
+    own = own_levels(g, score, convicted, line, sigma, bad)
     info = {"pairs": len(g.value), "measured": len(ms),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
             "split": split, "near_line": near_line(score, line, sigma),
             "top_level": round(top_level(g, convicted, p.threshold), 3),
             "transient_rate": round(judge.hits.rate, 4) if judge.hits else 0.0}
-    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning)
+    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning,
+                     {n: _r(x) for n, x in own.items() if x != score.get(n)})
+
+
+def own_levels(g: PairGraph, score: dict[str, float | None], convicted: set[str], line: float, sigma: float,
+               bad: set[Pair]) -> dict[str, float | None]:
+    """Each node's own level: over its partners not under suspicion (not
+    convicted, level at or above the line) and without its suspect links.
+    A slow partner (fail or still `retest`) drags a node's score down by a
+    third with three partners; its own level is what it is compared with
+    its baseline by. A node whose partners are all suspect keeps its score."""
+    suspects = convicted | {n for n, s in score.items() if s is None or s < line}
+    touched = {q for n in suspects for q, _v in g.adj.get(n, ())} | {x for pair in bad for x in pair}
+    own = dict(score)
+    for n in touched:
+        vals = [v for q, v in g.adj[n] if q not in suspects and ((n, q) if n < q else (q, n)) not in bad]
+        if vals:
+            own[n] = level_estimate(vals, sigma)
+    return own
 
 
 def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],

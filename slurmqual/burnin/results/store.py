@@ -258,7 +258,10 @@ class SqliteStore(Store):
                 for key, kv in per_key.items():
                     if kv["verdict"] != "pass" or kv["score"] is None:
                         continue
-                    events += self._move_baseline(n, key, kv["score"], noise.get(key, 0.0), ver, run)
+                    # its own level (without suspect partners) where the analysis gives one
+                    own = kv.get("own", kv["score"])
+                    events += self._move_baseline(n, key, own if own is not None else kv["score"],
+                                                  noise.get(key, 0.0), ver, run)
             if not frozen:
                 for n, g, e in gpus:
                     if e["verdict"] == "pass" and e["score"] is not None and e.get("serial"):
