@@ -101,6 +101,9 @@ def _gpus(ctx: Context, out: Reading) -> None:
                            "(driver not loaded?)")
         return
     top, other = _majority(models)
+    if not 0 < len(top) <= 96 or not top.isprintable():
+        out.skipped.append(f"node.gpu_model: the driver's model name {top[:100]!r} is not a plain name")
+        return
     out.set("node.gpu_model", top, f"/proc/driver/nvidia/gpus/*/information, {len(models) - len(other)} of "
                                    f"{len(on_pci)} GPUs")
     for bdf, model in other.items():
@@ -138,7 +141,16 @@ def _fabric(ctx: Context, out: Reading) -> None:
         if state != "ACTIVE" or phys != "LinkUp":
             out.outliers.append(f"{p.name} is {state}/{phys}: nic_link fails here")
     up = {p.name for p in ports if rdma.state_name(p.attr(fs, "state")) == "ACTIVE"}
-    rates = {p.name: rdma.rate_gbps(fs, p) for p in ports if p.name in up or not up}
+    rates = {}
+    for p in ports:
+        if p.name in up or not up:
+            try:
+                rates[p.name] = rdma.rate_gbps(fs, p)
+            except FsError as exc:
+                out.outliers.append(f"{p.name}: cannot read {exc.path}: {exc.reason}: nic_link cannot judge it")
+    if not rates:
+        out.skipped.append("fabric.rate_gbps: no port rate readable")
+        return
     rate, slow = _majority(rates)
     out.set("fabric.rate_gbps", rate, f"/sys/class/infiniband/*/ports/*/rate of {len(rates) - len(slow)} of "
                                       f"{len(ports)} ports" + ("" if len(up) == len(ports) else " (the ACTIVE ones)"))
@@ -336,13 +348,18 @@ def _gpu_tools(ctx: Context, out: Reading) -> None:
         _smi_setting(out, "checks.gpu_memory.require_ecc", {g.label: g.ecc_mode for g in rep.gpus},
                      {"Enabled": True, "Disabled": False}, "ECC mode", "gpu_memory")
     try:
-        links = parse_nvlink_status(ctx.run_command(["nvidia-smi", "nvlink", "-s"]).stdout)
+        text = ctx.run_command(["nvidia-smi", "nvlink", "-s"]).stdout
     except CommandError as exc:
         out.skipped.append(f"checks.nvlink.links_per_gpu: {exc}")
         return
+    links = parse_nvlink_status(text)
     counts = {f"GPU {g.index}": sum(1 for v in g.links.values() if v) for g in links}
+    if not counts and not text.strip():
+        out.set("checks.nvlink.links_per_gpu", 0, "nvidia-smi nvlink -s printed nothing: no NVLink")
+        return
     if not counts:
-        out.set("checks.nvlink.links_per_gpu", 0, "nvidia-smi nvlink -s lists no GPU with NVLinks")
+        out.skipped.append(f"checks.nvlink.links_per_gpu: nvidia-smi nvlink -s printed no GPU line: "
+                           f"{text.strip()[:80]!r}")
         return
     n, odd = _majority(counts)
     out.set("checks.nvlink.links_per_gpu", n, f"active links in nvidia-smi nvlink -s, {len(counts) - len(odd)} of "

@@ -245,3 +245,26 @@ def test_group_entry_validates_alone_and_over_a_base(tmp_path, capsys):
         got = results(root, c, level="standard", names=FAST + ["versions", "gpu_state", "nvlink"])
         assert all(r.status in (Status.PASS, Status.NA) for r in got.values()), got
     assert check(roce, "nic_link", ib_node).status is Status.FAIL       # the IB group flags a RoCE node
+
+
+def test_bad_tool_output_and_sysfs_are_skipped_not_written_and_never_crash(tmp_path, capsys):
+    """A garbage port rate, a hung nvidia-smi, nvlink output with no GPU line:
+    init still writes a valid config, without those keys, and says why."""
+    root = tree(tmp_path, "h100-roce-healthy")
+    with open(f"{root}/sys/class/infiniband/mlx5_2/ports/1/rate", "w") as fh:
+        fh.write("fast\n")
+    open(f"{root}/var/lib/slurmqual-recorded/nvidia-smi_-q_-x.hang", "w").close()
+    record_output(root, ["nvidia-smi", "nvlink", "-s"], "NVML: Driver/library version mismatch")
+    rc, text, _err = init(capsys, root)
+    data = tomllib.loads(text)
+    assert not {"gpu_state", "gpu_memory", "nvlink"} & set(data["checks"])
+    assert data["fabric"]["rate_gbps"] == 400 and data["fabric"]["nics"] == 8   # read from the other seven
+    assert data["node"]["gpus"] == 8 and data["checks"]["dcqcn"]["priorities"] == list(range(8))
+    for why in ("mlx5_2/1: cannot read /sys/class/infiniband/mlx5_2/ports/1/rate: expected e.g. '400 Gb/sec",
+                "nvidia-smi -q -x: nvidia-smi -q -x: timed out (recorded hang)",
+                "checks.nvlink.links_per_gpu: nvidia-smi nvlink -s printed no GPU line"):
+        assert why in text, why
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    load(str(path), use_cache=False)
+    assert rc == 1     # the node cannot be judged with it (nic_link cannot read the rate): said, not hidden
