@@ -59,6 +59,7 @@ from slurmqual.burnin.judge import topology  # noqa: E402
 from slurmqual.burnin.results import rundir  # noqa: E402
 from slurmqual.burnin.run import retest, runner, task  # noqa: E402
 from slurmqual.config import Config, parse_toml, validate  # noqa: E402
+from slurmqual.slurm.schema.nodes import NodeInfo  # noqa: E402
 
 NORMAL = statistics.NormalDist()
 THRESHOLD = 0.9
@@ -157,10 +158,13 @@ def rail_fabric(n: int, rails: int, su: int) -> Fabric:
 # -- the run ------------------------------------------------------------------------
 
 class Jobs:
-    """The Slurm side of the simulated run: records what the run submits."""
+    """The Slurm side of the simulated run: records what the run submits,
+    holds the nodes' states and drains (runner.drain_failures drains through
+    it with the hooks' ownership rules, as the analysis job does)."""
 
     def __init__(self):
         self.submitted: list[tuple[list[str], str]] = []
+        self.reasons: dict[str, str] = {}
 
     def submit(self, argv: list[str], script: str | None = None) -> str:
         self.submitted.append((list(argv), script or ""))
@@ -171,6 +175,13 @@ class Jobs:
 
     def cancel_by_name(self, name: str) -> None:
         pass
+
+    def node_info(self, hostlist: str | None = None) -> list:
+        return [NodeInfo(n, "idle", ("DRAIN",), r) for n, r in self.reasons.items()]
+
+    def drain(self, nodes: list[str], reason: str) -> None:
+        for n in nodes:
+            self.reasons[n] = reason
 
 
 def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool) -> Config:
@@ -264,15 +275,10 @@ def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
     for i in range(len(plan["groups"])):
         measure_task(fabric, cfg, run_dir, str(i), rng, dead=i in dead)
     first = [m for _p, res in rundir.read_results(run_dir)[0] for m in res["measurements"]]
-    drained: dict[str, list[str]] = {}
+    drained: dict[str, list[str]] = {}  # node -> the NICs named when it was drained
     stage, reruns, t0 = 0, 0, time.process_time()
     while True:
-        # commands/burnin.py _analyze, for the run's analysis job (--follow-up stage)
-        plan, raw, _versions = runner.load_run(run_dir)
-        a = runner.judge(config, raw, plan["scope"], {}, topo)
-        a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
-        a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs,
-                                 switch_of=topology.switch_of(topo), log=lambda _m: None)
+        a = analysis_job(config, run_dir, topo, jobs, stage)
         for x in a.drain:
             drained.setdefault(x, list(a.nodes[x].get("failed_nics") or []))
         nxt = (a.retest or {}).get("next")
@@ -283,7 +289,34 @@ def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
         reruns += sum(len(g) for g in record["groups"])
         for i in range(len(record["groups"])):
             measure_task(fabric, cfg, run_dir, rundir.task_id(stage, i), rng)
+    for x in jobs.reasons:  # drained in Slurm, whichever analysis did it
+        drained.setdefault(x, [])
     return RunResult(a, drained, first, stage, reruns, time.process_time() - t0)
+
+
+def analysis_job(config, run_dir: str, topo, jobs: Jobs, stage: int):
+    """`burnin analyze RUN --follow-up STAGE` as commands/burnin.py _analyze
+    runs it for a full run with a topology: judge, settle (which plans and
+    records the next round), drain (runner.drain_failures). The store,
+    analysis.json and metrics are left out."""
+    plan, raw, _versions = runner.load_run(run_dir)
+    switches = topology.switch_of(topo)
+    early: list[str] = []
+    if hasattr(retest, "round_state"):  # the run's earlier rounds and Slurm's node states (issue 22 item 3)
+        state = retest.round_state(run_dir, (lambda: jobs) if plan.get("max_retest_rounds") else None, switches,
+                                   plan["scope"], early)
+        a = runner.judge(config, raw, plan["scope"], {}, topo, state)
+        a.problems += early
+        a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
+        a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs, log=lambda _m: None,
+                                 state=state)
+    else:
+        a = runner.judge(config, raw, plan["scope"], {}, topo)
+        a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
+        a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs, switch_of=switches,
+                                 log=lambda _m: None)
+    a.drain = runner.drain_failures(jobs, a, log=lambda _m: None)
+    return a
 
 
 # -- what a right answer is ----------------------------------------------------------
