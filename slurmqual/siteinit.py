@@ -42,6 +42,7 @@ class Reading:
     skipped: list[str] = field(default_factory=list)
     outliers: list[str] = field(default_factory=list)
     seen: list[Setting] = field(default_factory=list)  # read, not written (a commented line in the file)
+    doubts: list[str] = field(default_factory=list)    # written as read, but unusual for such a node
 
     def set(self, path: str, value: object, source: str, item_sources: dict | None = None) -> None:
         self.settings.append(Setting(tuple(path.split(".")), value, source, item_sources))
@@ -362,6 +363,14 @@ def _gpu_tools(ctx: Context, out: Reading) -> None:
                            f"{text.strip()[:80]!r}")
         return
     n, odd = _majority(counts)
+    from .checks.nvlink import sxm_links
+
+    sxm = {g.name: sxm_links(g.name) for g in links if sxm_links(g.name)}
+    if n == 0 and sxm:
+        out.doubts.append(f"checks.nvlink.links_per_gpu = 0: every NVLink reads inactive, yet "
+                          f"{', '.join(f'{k} has {v}' for k, v in sxm.items())}; right for a GPU passed through "
+                          "alone (a VM slice), a fault on an HGX board (fabric manager, baseboard): then fix it "
+                          "and run init again")
     out.set("checks.nvlink.links_per_gpu", n, f"active links in nvidia-smi nvlink -s, {len(counts) - len(odd)} of "
                                               f"{len(counts)} GPUs")
     for gpu, k in odd.items():
@@ -439,6 +448,9 @@ def _header(reading: Reading, node: str, root: str, version: str) -> list[str]:
     if reading.outliers:
         lines.append("# This node disagrees with itself; the value most parts show was written:")
         lines += [f"#   - {_comment(s)}" for s in reading.outliers]
+    if reading.doubts:
+        lines.append("# Written as read, but check it:")
+        lines += [f"#   - {_comment(s)}" for s in reading.doubts]
     return lines
 
 

@@ -170,17 +170,23 @@ def test_prio_mask_from_a_real_mlxconfig_query(tmp_path, capsys, samples):
     assert rc == 0 and check(root, "dcqcn", cfg, level="standard").status is Status.PASS
 
 
-def test_trust_from_a_real_mlnx_qos_pcp_output(tmp_path, capsys):
-    text = open(os.path.join(REAL, "mlx", "mlnx_qos_trust_pcp_ens6_OS_controlled_no_pfc.txt")).read()
-    good = tree(tmp_path, "h100-roce-healthy", name="good")
-    _p, dscp_cfg, _rc = written(tmp_path, capsys, good, "dscp.toml")
-    root = tree(tmp_path, "h100-roce-healthy", name="pcp")
+@pytest.mark.parametrize("real,trust", [
+    (os.path.join(REAL, "mlx", "mlnx_qos_trust_pcp_ens6_OS_controlled_no_pfc.txt"), "pcp"),
+    ("mlx/mlnx_qos_firmware_DCBX_ets_bw_receive_buffer_pfc3.txt", "dscp"),        # ../shared/samples
+])
+def test_trust_from_real_mlnx_qos_outputs(tmp_path, capsys, real, trust, request):
+    if not os.path.isabs(real):
+        real = str(request.getfixturevalue("samples") / real)
+    text = open(real).read()
+    root = tree(tmp_path, "h100-roce-healthy", name="real")
     for i in range(8):
         record_output(root, ["mlnx_qos", "-i", f"ens{i + 1}np0"], text)
-    _p, cfg, rc = written(tmp_path, capsys, root, "pcp.toml")
-    assert cfg["checks"]["roce_qos"]["trust"] == "pcp" and rc == 0
+    _p, cfg, rc = written(tmp_path, capsys, root, "real.toml")
+    assert cfg["checks"]["roce_qos"]["trust"] == trust and rc == 0
     assert check(root, "roce_qos", cfg, level="standard").status is Status.PASS
-    assert check(root, "roce_qos", dscp_cfg, level="standard").status is Status.FAIL
+    other = tree(tmp_path, replace(NodeSpec(), qos_trust={i: {"pcp": "dscp", "dscp": "pcp"}[trust] for i in range(8)}),
+                 name="other")
+    assert check(other, "roce_qos", cfg, level="standard").status is Status.FAIL   # the other trust is flagged
 
 
 @pytest.mark.parametrize("xml", ["nvidia_smi_q_x_a100-sxm4-v12.xml", "nvidia_smi_q_x_tesla-t4.xml",
@@ -268,3 +274,19 @@ def test_bad_tool_output_and_sysfs_are_skipped_not_written_and_never_crash(tmp_p
     path.write_text(text)
     load(str(path), use_cache=False)
     assert rc == 1     # the node cannot be judged with it (nic_link cannot read the rate): said, not hidden
+
+
+def test_all_links_inactive_from_real_nvlink_status_is_written_with_a_doubt(tmp_path, capsys, samples):
+    """A GPU passed through alone (real `nvidia-smi nvlink -s` of an A100 SXM with every
+    link inactive): the defaults fail it for want of 12 links; init writes what it read
+    (0) and says that on an HGX board this would be a fault."""
+    text = (samples / "nvidia" / "nvidia_smi_nvlink_status_all_links_inactive.txt").read_text()
+    root = tree(tmp_path, NodeSpec(gpus=1, nics=1, nvswitches=0))
+    record_output(root, ["nvidia-smi", "nvlink", "-s"], text)
+    assert check(root, "nvlink", config(), level="standard").status is Status.FAIL
+    rc, out, err = init(capsys, root)
+    assert tomllib.loads(out)["checks"]["nvlink"]["links_per_gpu"] == 0 and rc == 0
+    assert "# Written as read, but check it:" in out and "NVIDIA A100-SXM4-80GB has 12" in out
+    assert "check this: checks.nvlink.links_per_gpu = 0" in err
+    cfg = siteinit.parse_written(out, False, "t")
+    assert check(root, "nvlink", cfg, level="standard").status is Status.NA

@@ -144,6 +144,8 @@ def _init(args: argparse.Namespace) -> int:
         print(f"slurmqual: not written: {line}", file=sys.stderr)
     for line in reading.outliers:
         print(f"slurmqual: this node: {line}", file=sys.stderr)
+    for line in reading.doubts:
+        print(f"slurmqual: check this: {line}", file=sys.stderr)
     if args.no_verify:
         return 0
     with tempfile.TemporaryDirectory(prefix="slurmqual-init-") as state:
