@@ -141,7 +141,9 @@ def test_no_pass_without_pair_evidence():
     a = analyze(run(nodes, fabric, seed=1), scope=nodes + ["gpu0099"])
     assert a.nodes["gpu0003"]["verdict"] == "untested" and a.nodes["gpu0003"]["score"] is None
     assert a.nodes["gpu0003"]["keys"]["all_reduce:intra:" + H100]["verdict"] == "pass"  # intra alone never passes
-    assert a.nodes["gpu0099"] == {"verdict": "untested", "score": None, "key": None, "keys": {}, "failed_nics": []}
+    assert a.nodes["gpu0099"] == {"verdict": "untested", "score": None, "key": None, "keys": {}, "failed_nics": [],
+                                  "why": "nothing measured"}
+    assert a.nodes["gpu0003"]["why"].startswith("no valid pair measurement")
     assert a.drain == [] and any("test error" in p for p in a.problems)
 
 

@@ -341,6 +341,16 @@ def _analyze(args, config) -> int:
     requalify = bool(run_dir and plan.get("rounds"))
     refs: set[str] = set()
     topology = None
+    from ..slurm import get_adapter
+
+    adapters: list = []
+
+    def adapter():
+        if not adapters:
+            adapters.append(get_adapter(config))
+        return adapters[0]
+
+    early: list[str] = []  # problems found before the analysis exists
     if requalify:
         # A few swapped nodes and their references are no fleet: judge them
         # against the medians of the last full run (or, without one, each other).
@@ -353,8 +363,9 @@ def _analyze(args, config) -> int:
         # requalify pairs each swapped node with reference nodes: (swapped, reference); the
         # references its first round did not pair are the retest rounds' unmet partners
         refs = rundir.reference_nodes(plan)
+        state = _round_state(run_dir, plan, scope, adapter, runner.switch_map(config, log=early.append), early)
         analysis = analyze([Measurement.from_dict(d) for d in raw], scope, runner.params(config["burnin"]),
-                           runner.baselines_from_store(config), fleet_level=level, trusted=refs)
+                           runner.baselines_from_store(config), fleet_level=level, trusted=refs, rounds=state)
         analysis.run_kind = "requalify"
         if not level:
             analysis.problems.append("requalify without an earlier full burn-in: nodes judged against each other")
@@ -365,21 +376,17 @@ def _analyze(args, config) -> int:
             topology = from_config(args.topology or config["burnin"].get("topology"))
         except TopologyError as exc:
             raise runner.BurninError(f"topology: {exc}") from None
-        analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config), topology)
+        from ..burnin.judge.topology import switch_of
+
+        state = _round_state(run_dir, plan, scope, adapter, switch_of(topology) if topology is not None else None,
+                             early)
+        analysis = runner.judge(config, raw, scope, runner.baselines_from_store(config), topology, state)
+    analysis.problems += early
     if run_dir:
         analysis.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
         analysis.problems += [f"task {t} did not finish: its untested nodes are reported untested"
                               for t in analysis.incomplete_tasks]
     from contextlib import nullcontext
-
-    from ..slurm import get_adapter
-
-    adapters: list = []
-
-    def adapter():
-        if not adapters:
-            adapters.append(get_adapter(config))
-        return adapters[0]
 
     follow_up = args.follow_up if run_dir and not args.dry_run else None
     rc = 0
@@ -390,15 +397,10 @@ def _analyze(args, config) -> int:
             if run_dir:
                 from ..burnin.run import retest
 
-                switches = None
-                if follow_up is not None:  # retest partners under new switches: the topology judged with, if any
-                    from ..burnin.judge.topology import switch_of
-
-                    switches = switch_of(topology) if topology is not None else \
-                        runner.switch_map(config, log=analysis.problems.append)
+                # the round submitted is analysis.retest_plan: the plan printed (--json) by hand too
                 analysis.retest = retest.settle(config, run_dir, plan, raw, analysis, follow_up, adapter,
-                                                trusted=refs if requalify else None, switch_of=switches,
-                                                log=lambda m: print(m, file=sys.stderr))
+                                                trusted=refs if requalify else None,
+                                                log=lambda m: print(m, file=sys.stderr), state=state)
                 rc = 1 if analysis.retest.get("failed") else 0
             _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan)
         except BaseException:
@@ -411,6 +413,19 @@ def _analyze(args, config) -> int:
             raise
     print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
     return exit_code(analysis.to_dict()) or rc  # 1: a retest round could not be submitted
+
+
+def _round_state(run_dir, plan, scope, adapter, switches, problems):
+    """What the run's next round is planned from (retest.round_state): the
+    same for the run's analysis job and an analysis by hand, so both print
+    the plan the run submits. Slurm is asked for node states only in a run
+    with retest rounds."""
+    if not run_dir:
+        return None
+    from ..burnin.run import retest
+
+    asks = adapter if int(plan.get("max_retest_rounds") or 0) > 0 else None
+    return retest.round_state(run_dir, asks, switches, scope or [], problems)
 
 
 def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan) -> None:

@@ -47,6 +47,7 @@ from statistics import median
 from ..records import Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
 from .pairs import KeyResult, _r, judge_pairs
+from .plan import RoundState
 
 # On a node slow on every rail, a NIC below this share of the node's own
 # median rail is named as well (a bad NIC in a slow node).
@@ -306,21 +307,24 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
 def analyze(measurements: list[Measurement], scope: list[str] | None = None, params: Params | None = None,
             baselines: dict[str, dict[str, float]] | None = None,
             fleet_level: dict[str, float] | None = None, trusted: set[str] | None = None,
-            topology=None) -> Analysis:
+            topology=None, rounds: RoundState | None = None) -> Analysis:
     """Judge a run. `baselines` maps measurement key -> node -> the node's own
     baseline (per-GPU keys: GPU serial -> that GPU's own baseline). `fleet_level` (key -> median of the last full run) is for runs
     that are not a fleet: a requalify's few nodes are judged against the
     fleet's level, never against each other; its `trusted` reference nodes
     (qualified) are evidence only: never suspects, never judged here.
     `topology` (burnin.judge.topology.Topology): which switch each node / NIC hangs
-    off; with it slow switches are named (components.py), not their nodes drained."""
+    off; with it slow switches are named (components.py), not their nodes drained.
+    `rounds` (plan.RoundState): in a run's retest rounds, the fails earlier
+    rounds decided (they stay `fail`) and the nodes no job can run on (never
+    planned); its `retest_plan` is the next round (plan.next_round)."""
     # The analysis builds millions of small acyclic objects (pairs, lists of
     # values) beside 200,000 live measurements: the cyclic collector's passes
     # over them were a fifth of the time at 16k nodes x 8 rails, and free nothing.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(measurements, scope, params, baselines, fleet_level, trusted, topology)
+        return _analyze(measurements, scope, params, baselines, fleet_level, trusted, topology, rounds)
     finally:
         if enabled:
             gc.enable()
@@ -328,7 +332,7 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
 
 def _analyze(measurements: list[Measurement], scope: list[str] | None, params: Params | None,
              baselines: dict[str, dict[str, float]] | None, fleet_level: dict[str, float] | None,
-             trusted: set[str] | None, topology) -> Analysis:
+             trusted: set[str] | None, topology, rounds: RoundState | None = None) -> Analysis:
     p = params or Params()
     problems: list[str] = []
     from ..records import GpuMeasurement
@@ -458,6 +462,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
 
     links = sorted(link for r in results.values() for link in r.links)
     links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
+    keep_decided(nodes, rounds.decided if rounds else {})
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
@@ -493,15 +498,18 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         problems.append(f"fleet-wide slowdown: {len(below)} of {tested} nodes are more than "
                         f"{p.baseline_drop:.0%} below their own baselines; baselines not updated")
     for n in all_nodes:
-        if nodes[n]["verdict"] == "untested" and any(k for k in nodes[n]["keys"]):
-            problems.append(f"{n}: no valid pair measurement: untested (an intra-node number alone never passes)")
-    good = [n for n in all_nodes if nodes[n]["verdict"] == "pass"]
+        v = nodes[n]
+        if v["verdict"] == "untested" and "why" not in v:
+            v["why"] = "no valid pair measurement (an intra-node number alone never passes)" if v["keys"] \
+                else "nothing measured"
+        if v["verdict"] == "untested" and v["keys"]:
+            problems.append(f"{n}: untested: {v['why']}")
     retest = sorted(n for n in all_nodes if nodes[n]["verdict"] == "retest")
-    from .plan import retest_plan
-
-    plan = [[list(pair) for pair in rnd] for rnd in retest_plan(retest, good)] if retest else []
-    if retest and not plan:
-        problems.append(f"{len(retest)} node(s) need a retest but no node passed to pair them with")
+    plan = _next_round(nodes, links, measurements, trusted, topology, rounds)
+    planned = {n for rnd in plan for pair in rnd for n in pair}
+    if [n for n in retest if n not in planned]:
+        problems.append(f"{len([n for n in retest if n not in planned])} node(s) need a retest but have no "
+                        "proven-good partner to pair them with")
     noise = {k: round(r.noise, 4) for k, r in results.items()}
     keys_out = {k: {"median": medians[k], "noise": noise[k], "line": round(r.line, 3), **r.info,
                     "verdicts": {v: sum(1 for x in r.verdicts.values() if x == v) for v in VERDICT_ORDER}}
@@ -547,6 +555,42 @@ def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, fl
             continue  # the fabric's shift and the noise, not the node
         if n not in below or r < below[n]["score"] / below[n]["baseline"]:
             below[n] = {"key": key, "score": own, "baseline": base_of[n]}
+
+
+def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: list[Measurement],
+                trusted: set[str] | None, topology, rounds: RoundState | None) -> list[list[list[str]]]:
+    """The next retest round (plan.next_round) from this run's pairs: partners
+    met on any pair test, valid or not, and how often each pair was measured."""
+    from .plan import met_of, next_round
+
+    pairs = [m for m in measurements if len(m.nodes) == 2]
+    repeats: dict[tuple, int] = {}
+    for m in pairs:
+        k = (frozenset(m.nodes), m.key)
+        repeats[k] = repeats.get(k, 0) + 1
+    times: dict[frozenset[str], int] = {}
+    for (pair, _key), c in repeats.items():
+        times[pair] = max(times.get(pair, 0), c)
+    state = rounds or RoundState()
+    if state.switch_of is None and topology is not None:
+        from .topology import switch_of
+
+        state = RoundState(state.decided, state.unavailable, switch_of(topology), state.partners)
+    return next_round(nodes, links, met_of(m.nodes for m in pairs), times, trusted or (), state)
+
+
+def keep_decided(nodes: dict[str, dict], decided: dict[str, dict]) -> None:
+    """A fail an earlier round of the run decided stays `fail` (its node is
+    drained, or waits for its rails' retest): later measurements may name
+    its part (a NIC), never turn it back into `retest` or `pass`."""
+    for n, d in decided.items():
+        v = nodes.get(n)
+        if v is None:
+            continue
+        if v["verdict"] != "fail":
+            v.update(verdict="fail", key=d.get("key"), score=d.get("score"), failed_nics=d.get("failed_nics", []))
+            v.pop("why", None)
+        v["decided_in"] = d.get("round", 0)
 
 
 def _behind(n: str, keys: dict, parts: dict[str, tuple], found_in: dict[str, set[str]], paths) -> list[str]:

@@ -15,6 +15,9 @@ map it is the plain circle method over sorted names.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
 Pair = tuple[str, str]
 
 
@@ -206,3 +209,85 @@ def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
                 pairs.append((s, g))
         out.append(pairs)
     return out
+
+
+# -- the next retest round: one function for the analysis and the run ------------
+
+@dataclass
+class RoundState:
+    """What a run's earlier rounds and Slurm say before its next round is
+    planned (burnin/run/retest.py reads it from the run directory and Slurm):
+    `decided` node -> its fail as the analysis that decided it recorded it
+    (key, score, failed_nics, round; `held`: its drain waited for its rails'
+    retest), `unavailable` node -> why no job can run on it (drained, by us
+    or by someone else, or down), `switch_of` the leaf map partners are
+    chosen by (None: the analysis' topology), `partners` per suspect."""
+    decided: dict[str, dict] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    switch_of: dict[str, str] | None = None
+    partners: int = 2
+
+
+def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:
+    """Who has been paired with whom (any pair test, valid or not)."""
+    met: dict[str, set[str]] = {}
+    for nodes in pairs:
+        if len(nodes) == 2:
+            a, b = nodes
+            met.setdefault(a, set()).add(b)
+            met.setdefault(b, set()).add(a)
+    return met
+
+
+def rail_suspects(nodes: dict[str, dict]) -> list[str]:
+    """Nodes failing a whole-node pair key while one of their rails is still
+    `retest`: the part to replace (the node or that NIC) is not known yet, so
+    a round re-measures their rails before they are drained."""
+    out = []
+    for n, v in nodes.items():
+        keys = v.get("keys") or {}
+        if v["verdict"] == "fail" and any(kv["verdict"] == "fail" and _topo(k) == "pair" for k, kv in keys.items()) \
+                and any(kv["verdict"] == "retest" and _topo(k) == "rail" for k, kv in keys.items()):
+            out.append(n)
+    return sorted(out)
+
+
+def _topo(key: str) -> str:
+    parts = key.split(":")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict[str, set[str]],
+               repeats: dict[frozenset[str], int] | None = None, trusted: Iterable[str] = (),
+               state: RoundState | None = None) -> list[list[list[str]]]:
+    """The pair rounds of a run's next retest round: THE plan (analyze()'s
+    `retest_plan`, printed by `burnin analyze --json`, is what the run's
+    analysis job submits). Each `retest` node, each node failing its
+    whole-node key with a rail `retest` (rail_suspects) and both ends of each
+    suspect link measured only once (`repeats`: times a pair was measured on
+    one key) meet `state.partners` proven-good nodes (`pass`, or `trusted`
+    references) they have not `met`, under switches they have not met where
+    there are some; each such link is measured once more, in a round of its
+    own. Decided fails and `unavailable` nodes are never planned, suspects
+    nor partners. Nodes without a partner are left out (retest.settle says why)."""
+    st = state or RoundState()
+    out_of = set(st.unavailable) | {n for n, d in st.decided.items() if not d.get("held")}
+    links = [(a, b) for a, b, *_rail in suspect_links
+             if (repeats or {}).get(frozenset((a, b)), 1) < 2 and not {a, b} & out_of]
+    links = list(dict.fromkeys(tuple(sorted(p)) for p in links))
+    suspects = sorted({n for n, v in nodes.items() if v["verdict"] == "retest"} | set(rail_suspects(nodes))
+                      | {n for p in links for n in p})
+    suspects = [n for n in suspects if n not in out_of]
+    good = sorted((set(trusted) | {n for n, v in nodes.items() if v["verdict"] == "pass"}) - out_of - set(suspects))
+    rounds_ = [[list(p) for p in rnd] for rnd in
+               retest_plan(suspects, good, st.partners, met=met, switch_of=st.switch_of) if rnd]
+    busy: list[set[str]] = []
+    again: list[list[list[str]]] = []
+    for a, b in links:  # the link itself again: a node once per round
+        i = next((i for i, s in enumerate(busy) if not {a, b} & s), len(busy))
+        if i == len(busy):
+            busy.append(set())
+            again.append([])
+        busy[i] |= {a, b}
+        again[i].append([a, b])
+    return rounds_ + again

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import time
 
+from ..judge.plan import RoundState
+from ..results import rundir
 from ..results.rundir import load_stage, submitted, task_id, write_stage
 
 
@@ -34,33 +36,67 @@ from ..results.rundir import load_stage, submitted, task_id, write_stage
 
 def partners_met(raw: list[dict]) -> dict[str, set[str]]:
     """Who has been paired with whom in this run (any pair test, valid or not)."""
-    met: dict[str, set[str]] = {}
-    for m in raw:
-        nodes = m.get("nodes") or []
-        if len(nodes) == 2:
-            a, b = nodes
-            met.setdefault(a, set()).add(b)
-            met.setdefault(b, set()).add(a)
-    return met
+    from ..judge.plan import met_of
+
+    return met_of(m.get("nodes") or [] for m in raw)
 
 
-def suspects_of(analysis) -> list[str]:
-    """The nodes to retest: those the analysis planned a retest for (it may
-    cap them), else every `retest` node."""
-    planned = sorted({pair[0] for rnd in analysis.retest_plan for pair in rnd})
-    return planned or sorted(n for n, v in analysis.nodes.items() if v["verdict"] == "retest")
+def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scope: list[str],
+                problems: list[str]) -> RoundState:
+    """What the next round is planned from: the fails every earlier analysis
+    of the run decided (recorded in the round it submitted, whatever became
+    of that round), and the nodes of `scope` Slurm says no job can run on
+    (drained or down: by this run, or by someone else since; `adapter_of`
+    None: not asked). Slurm unreadable: a problem, and the plan leaves out only the run's own fails."""
+    from ...slurm import SlurmError
+
+    decided: dict[str, dict] = {}
+    for st in rundir.stages(run_dir):
+        for n, d in (st.get("decided") or {}).items():
+            if isinstance(d, dict):  # the latest record; the round that first decided it
+                first = decided.get(n, d).get("round")
+                decided[n] = dict(d, round=first, held=n in (st.get("suspects") or ()) and st.get("state") == "submitted")
+    unavailable: dict[str, str] = {}
+    wanted = set(scope)
+    if adapter_of is None:  # no rounds in this run (or no Slurm to ask)
+        return RoundState(decided, unavailable, switch_of)
+    try:
+        for i in adapter_of().node_info():
+            if i.name in wanted and (i.drained or i.state in ("down", "future", "unknown")):
+                unavailable[i.name] = f"{i.state}{'+' + '+'.join(i.flags) if i.flags else ''}" \
+                    f"{': ' + i.reason if i.reason else ''}"
+    except (SlurmError, OSError) as exc:
+        problems.append(f"node states unreadable ({exc}): the retest plan leaves out only this run's own fails")
+    return RoundState(decided, unavailable, switch_of)
 
 
 def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str, str] | None = None,
-               partners: int = 2) -> list[list[list[str]]]:
-    """Pair rounds for the next retest round: each suspect with `partners`
-    proven-good nodes (passing ones, and a requalify's reference nodes) it has
-    not met yet, under a switch it has not met yet where there is one."""
-    from ..judge.plan import retest_plan
+               partners: int = 2, state: RoundState | None = None) -> list[list[list[str]]]:
+    """The next round's pair rounds (judge.plan.next_round, the one plan
+    analyze() writes as `retest_plan`) for an analysis and the run's raw
+    measurements: for callers that judged without a RoundState."""
+    from ..judge.plan import next_round
 
-    good = sorted(set(trusted) | {n for n, v in analysis.nodes.items() if v["verdict"] == "pass"})
-    rounds = retest_plan(suspects_of(analysis), good, partners, met=partners_met(raw), switch_of=switch_of)
-    return [[list(p) for p in rnd] for rnd in rounds if rnd]
+    st = state or RoundState(switch_of=switch_of, partners=partners)
+    pairs = [tuple(m.get("nodes") or ()) for m in raw if len(m.get("nodes") or ()) == 2]
+    times: dict[tuple, int] = {}
+    for m in raw:
+        nodes = m.get("nodes") or ()
+        if len(nodes) == 2:
+            k = (frozenset(nodes), m.get("test"), m.get("rail"))
+            times[k] = times.get(k, 0) + 1
+    repeats: dict[frozenset[str], int] = {}
+    for (pair, _t, _r), c in times.items():
+        repeats[pair] = max(repeats.get(pair, 0), c)
+    from ..judge.plan import met_of
+
+    return next_round(analysis.nodes, analysis.suspect_links, met_of(pairs), repeats, trusted, st)
+
+
+def suspects_in(rounds: list[list[list[str]]]) -> list[str]:
+    """A round's suspects: the first of each pair (a proven-good partner is
+    second), both ends of a suspect link measured again."""
+    return sorted({p[0] for rnd in rounds for p in rnd})
 
 
 def group_pairs(rounds: list[list[list[str]]], size: int) -> list[list[str]]:
@@ -97,21 +133,23 @@ class RetestSubmitError(Exception):
 
 
 def submit_round(config, adapter, run_dir: str, plan: dict, stage: int,
-                 rounds: list[list[list[str]]], gpu: dict[str, list[str]] | None = None) -> dict:
+                 rounds: list[list[list[str]]], gpu: dict[str, list[str]] | None = None,
+                 decided: dict[str, dict] | None = None) -> dict:
     """Submit retest round `stage`: pinned task jobs (the run's partition,
     reservation and job names) and an analysis job depending on them. The
     record goes to retest-<stage>.json before the first sbatch (`submitting`)
     and after the last (`submitted`). Any failure or interruption cancels what
-    was submitted and records `failed`/`cancelled` with the reason. `gpu`
+    was submitted and records `failed`/`cancelled` with the reason;
+    `decided`: the fails the analysis submitting it decided (they stay fail). `gpu`
     (node -> GPU tools, gputask.retest_tools): the suspects whose GPUs run
     their tools again in this round."""
     from .runner import JobLines, submit_jobs
 
     groups = group_pairs(rounds, max(2, config["burnin"]["group_size"]))
-    suspects = sorted({p[0] for rnd in rounds for p in rnd})
+    suspects = suspects_in(rounds)
     record = {"round": stage, "of": plan.get("max_retest_rounds", 0), "state": "submitting", "time": time.time(),
               "suspects": suspects, "rounds": rounds, "groups": groups, "tasks": {}, "analysis": None,
-              "gpu": {n: tools for n, tools in (gpu or {}).items() if n in suspects}}
+              "gpu": {n: tools for n, tools in (gpu or {}).items() if n in suspects}, "decided": decided or {}}
     write_stage(run_dir, record)
     lines = JobLines(config, plan["run_id"], run_dir, plan.get("partition"), plan.get("reservation"),
                      bool(plan.get("rounds")))
@@ -150,17 +188,21 @@ def guard_cap(analysis, cfg: dict) -> int:
 
 
 def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_up: int | None, adapter_of,
-           trusted: set[str] | None = None, switch_of: dict[str, str] | None = None, log=print) -> dict:
+           trusted: set[str] | None = None, switch_of: dict[str, str] | None = None, log=print,
+           state: RoundState | None = None) -> dict:
     """Decide this analysis' place in the run and change `analysis` to match:
-    submit the next retest round (`follow_up`: the round this analysis job of
-    the run judges; None for an analysis by hand, which submits nothing), hold the decided fails' drains when the final count could trip the
-    guard, or, rounds spent, turn the nodes still `retest` into `untested`
-    with the reason. Returns the analysis' `retest` section."""
+    submit the next retest round, exactly `analysis.retest_plan` (`follow_up`:
+    the round this analysis job of the run judges; None for an analysis by
+    hand, which submits nothing), hold the decided fails' drains when the
+    final count could trip the guard (and the drains of nodes the round
+    re-measures), or, rounds spent, turn the nodes still `retest` into
+    `untested` with the reason. `state`: what the analysis was judged with
+    (round_state); its unavailable nodes' reasons. Returns the analysis' `retest` section."""
     max_rounds = int(plan.get("max_retest_rounds") or 0)
     done = follow_up if follow_up is not None else max((s["round"] for s in submitted(run_dir)), default=0)
     section = {"round": done, "max_rounds": max_rounds, "next": None, "final": True, "undecided": []}
     retest = sorted(n for n, v in analysis.nodes.items() if v["verdict"] == "retest")
-    if not retest or max_rounds == 0:
+    if (not retest and not analysis.retest_plan) or max_rounds == 0:
         return section  # nothing to retest, or --no-retest: the plan is printed, as before
     if analysis.guard_tripped:
         analysis.problems.append("no retest round: the blast-radius guard tripped (a fabric-wide problem "
@@ -169,37 +211,66 @@ def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_u
     if done < max_rounds and follow_up is not None:
         nxt = _existing(run_dir, done + 1)
         if nxt is None:
-            rounds = plan_round(analysis, raw, trusted or set(), switch_of)
+            rounds = analysis.retest_plan
+            _unplanned(analysis, retest, rounds, state)
             if not rounds:
-                _undecided(analysis, retest, "no proven-good node to pair it with")
                 section["undecided"] = retest
                 return section
             try:
                 from .gputask import retest_tools
 
-                nxt = submit_round(config, adapter_of(), run_dir, plan, done + 1, rounds, retest_tools(analysis.nodes))
+                nxt = submit_round(config, adapter_of(), run_dir, plan, done + 1, rounds, retest_tools(analysis.nodes),
+                                   decided=decisions(analysis, done))
             except RetestSubmitError as exc:
                 analysis.problems.append(f"retest round {done + 1} of {max_rounds} could not be submitted: {exc}; "
-                                         f"{', '.join(retest)} stay retest (not drained); retest them by hand")
+                                         f"{', '.join(retest) or 'its suspects'} stay retest (not drained); "
+                                         "retest them by hand")
                 section["failed"] = str(exc)
                 return section
         analysis.retest_plan = nxt["rounds"]
         section.update(next={k: nxt[k] for k in ("round", "tasks", "analysis", "suspects")}, final=False)
+        measured = [n for n in analysis.drain if n in nxt["suspects"]]
+        if measured:
+            analysis.problems.append(
+                f"drains of {', '.join(measured)} held: round {done + 1} re-measures their rails to name the part")
+            analysis.drain = [n for n in analysis.drain if n not in measured]
         fails = [n for n, v in analysis.nodes.items() if v["verdict"] == "fail"]
+        still = [n for n in analysis.nodes if analysis.nodes[n]["verdict"] == "retest"]
         cap = guard_cap(analysis, config["burnin"])
-        if analysis.drain and len(fails) + len(retest) > cap:
+        if analysis.drain and len(fails) + len(still) > cap:
             analysis.problems.append(
                 f"drains of {', '.join(analysis.drain)} held until the retest rounds end: {len(fails)} failing "
-                f"and {len(retest)} retest node(s) could exceed the guard's limit of {cap}")
+                f"and {len(still)} retest node(s) could exceed the guard's limit of {cap}")
             section["held"] = analysis.drain
             analysis.drain = []
         log(f"retest round {done + 1} of {max_rounds} submitted for {', '.join(nxt['suspects'])}: "
             f"task jobs {','.join(nxt['tasks'].values())}, analysis job {nxt['analysis']}")
         return section
-    if done >= max_rounds:
+    if done >= max_rounds and retest:
         _undecided(analysis, retest, f"still below the line within the noise after {done} retest round(s)")
         section["undecided"] = retest
+    if done >= max_rounds:
+        analysis.retest_plan = []
     return section
+
+
+def decisions(analysis, stage: int) -> dict[str, dict]:
+    """The fails this analysis decided (stage: the round it judged), as the
+    next round's record keeps them: later analyses keep them `fail`."""
+    return {n: {"round": v.get("decided_in", stage), "key": v.get("key"), "score": v.get("score"),
+                "failed_nics": v.get("failed_nics", [])}
+            for n, v in sorted(analysis.nodes.items()) if v["verdict"] == "fail"}
+
+
+def _unplanned(analysis, retest: list[str], rounds: list[list[list[str]]], state: RoundState | None) -> None:
+    """`retest` nodes the next round leaves out: untested, saying why (a node
+    no job can run on, or no proven-good partner left for it)."""
+    planned = {n for rnd in rounds for p in rnd for n in p}
+    out = [n for n in retest if n not in planned]
+    unavailable = state.unavailable if state else {}
+    for n in out:
+        why = f"not retested: {unavailable[n]}" if n in unavailable else "no proven-good node to pair it with"
+        _undecided(analysis, [n], why, clear_plan=False)
 
 
 def _existing(run_dir: str, stage: int) -> dict | None:
@@ -208,12 +279,13 @@ def _existing(run_dir: str, stage: int) -> dict | None:
     return d if d is not None and d.get("state") == "submitted" else None
 
 
-def _undecided(analysis, nodes: list[str], why: str) -> None:
+def _undecided(analysis, nodes: list[str], why: str, clear_plan: bool = True) -> None:
     """Nodes no round could decide: `untested` for a stated reason (never a drain)."""
     for n in nodes:
         analysis.nodes[n]["verdict"] = "untested"
         analysis.nodes[n]["why"] = why
     analysis.problems.append(f"{', '.join(nodes)}: untested: {why} (not drained)")
-    analysis.retest_plan = []
+    if clear_plan:
+        analysis.retest_plan = []
 
 

@@ -266,9 +266,10 @@ def load_jsonl(path: str) -> list[dict]:
 
 
 def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str, dict[str, float]],
-          topology=None) -> Analysis:
+          topology=None, rounds=None) -> Analysis:
+    """`rounds` (judge.plan.RoundState, retest.round_state): a run's earlier rounds and its nodes' states."""
     return analyze([Measurement.from_dict(d) for d in raw], scope, params(config["burnin"]), baselines,
-                   topology=topology)
+                   topology=topology, rounds=rounds)
 
 
 def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
