@@ -1,0 +1,327 @@
+"""Rounds that settle the right question (issue 22 item 3), played out the
+way a run plays them: the real `submit` writes the run directory, each
+round's task results are what its planned pairs measure on a fleet
+(tests/fleet.py), and every analysis is the real `slurmqual burnin analyze`
+command, both the run's analysis job (`--follow-up K`, which submits the
+next round) and an admin's by hand (`--json --dry-run`), against a
+recording adapter that answers node states like Slurm (no Slurm here;
+tests/test_slurm_burnin.py plays the rounds on real Slurm)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleet import Fabric, names, run, run_pairs, run_rails
+from slurmqual import cli
+from slurmqual.burnin.judge.analyze import analyze
+from slurmqual.burnin.judge.plan import RoundState, met_of
+from slurmqual.burnin.records import Measurement
+from slurmqual.burnin.results import rundir
+from slurmqual.burnin.results.rundir import write_result
+from slurmqual.burnin.run import runner
+from slurmqual.slurm import SlurmError
+from slurmqual.slurm.adapter import NodeInfo
+from slurmqual.testing import FakeAdapter
+
+
+class Cluster(FakeAdapter):
+    """Records sbatch lines, drains and cancels; node states as Slurm would
+    answer them (a drain by the burn-in shows up as DRAIN with its reason);
+    `fail_at`: the submission (1-based) that fails."""
+
+    def __init__(self, nodes: list[str], fail_at: int | None = None):
+        super().__init__(nodes={n: NodeInfo(n, "idle") for n in nodes})
+        self.fail_at = fail_at
+
+    def submit(self, argv, script=None):
+        if self.fail_at is not None and len(self.submitted) + 1 == self.fail_at:
+            raise SlurmError("sbatch: error: Batch job submission failed: Requested node configuration is not available")
+        return super().submit(argv, script)
+
+    def drain(self, nodes, reason):
+        super().drain(nodes, reason)
+        for n in nodes:
+            self.nodes[n] = NodeInfo(n, "idle", ("DRAIN",), reason)
+
+
+class Run:
+    """One burn-in run: its directory, the cluster, and its analyses."""
+
+    def __init__(self, tmp_path, monkeypatch, nodes: list[str], rounds: int = 2):
+        cfg = tmp_path / "sq.toml"
+        cfg.write_text(f'[burnin]\nrun_dir = "{tmp_path}/runs"\ngroup_size = {len(nodes)}\nmax_retest_rounds = {rounds}\n'
+                       f'[store]\npath = "{tmp_path}/sq.db"\n[hooks]\nstate_dir = "{tmp_path}/state"\n')
+        self.cfg_path = str(cfg)
+        from slurmqual.config import load
+
+        self.cfg = load(self.cfg_path, use_cache=False)
+        self.nodes = nodes
+        self.cluster = Cluster(nodes)
+        monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: self.cluster)
+        self.dir = runner.submit(self.cfg, self.cluster, nodes, None, None)["run_dir"]
+
+    def measure_first(self, fabric: Fabric, seed: int, ms: list[Measurement] | None = None) -> None:
+        """The first round's one task (the whole fleet): `fabric` measured over the job array's plan."""
+        ms = run(self.nodes, fabric, seed=seed) if ms is None else ms
+        write_result(self.dir, {"task": "0", "nodes": self.nodes, "complete": True,
+                                "measurements": [m.to_dict() for m in ms], "versions": {}})
+
+    def measure_round(self, stage: int, fabric: Fabric, seed: int, measure=None) -> None:
+        """What round `stage`'s task jobs measure: their planned pairs (the
+        pinned task's plan) on `fabric`, or `measure(rounds, seed)`'s."""
+        rec = rundir.load_stage(self.dir, stage)
+        for i, group in enumerate(rec["groups"]):
+            tid = rundir.task_id(stage, i)
+            nodes, rnds = rundir.task_plan(self.dir, tid)
+            assert nodes == group
+            rounds_ = [[tuple(p) for p in r] for r in rnds]
+            got = measure(rounds_, seed + i) if measure else run_pairs(rounds_, fabric, seed + i)
+            ms = [dict(m.to_dict(), retest=stage) for m in got if len(m.nodes) == 2]
+            write_result(self.dir, {"task": tid, "nodes": group, "complete": True, "measurements": ms,
+                                    "versions": {}})
+
+    def by_hand(self, capsys) -> dict:
+        """`burnin analyze RUN --json --dry-run`: what an admin sees."""
+        cli.main(["burnin", "analyze", self.dir, "--json", "--dry-run", "--config", self.cfg_path])
+        return json.loads(capsys.readouterr().out)
+
+    def job(self, stage: int, capsys) -> tuple[int, dict]:
+        """The run's analysis job of round `stage` (`--follow-up`): drains, submits the next round."""
+        rc = cli.main(["burnin", "analyze", self.dir, "--json", "--follow-up", str(stage), "--config", self.cfg_path])
+        return rc, json.loads(capsys.readouterr().out)
+
+    def measurements(self) -> list[Measurement]:
+        return [Measurement.from_dict(d) for d in runner.load_run(self.dir)[1]]
+
+
+def pairs_of(plan) -> list[frozenset]:
+    return [frozenset(p) for rnd in plan for p in rnd]
+
+
+def nodes_of(plan) -> set[str]:
+    return {n for rnd in plan for p in rnd for n in p}
+
+
+# Six nodes below the line: more retests than the budget (max(2, 5% of 64)) keeps, so
+# the analysis decides some by their best estimate; seed 1: gpu0030 decided fail.
+BORDER = {"gpu0003": 0.84, "gpu0007": 0.87, "gpu0011": 0.86, "gpu0020": 0.85, "gpu0030": 0.86, "gpu0041": 0.87}
+FLEET = names(64)
+
+
+def test_a_fail_decided_in_a_round_stays_fail_and_no_later_round_pairs_with_a_drained_node(tmp_path, monkeypatch,
+                                                                                          capsys):
+    r = Run(tmp_path, monkeypatch, FLEET)
+    fabric = Fabric(net=BORDER, noise=0.03)
+    r.measure_first(fabric, seed=1)
+    rc, a0 = r.job(0, capsys)
+    assert a0["nodes"]["gpu0030"]["verdict"] == "fail" and "gpu0030" in a0["drain"]
+    assert r.cluster.nodes["gpu0030"].drained and a0["retest"]["next"]["round"] == 1
+    assert rundir.load_stage(r.dir, 1)["decided"]["gpu0030"]["round"] == 0
+    r.measure_round(1, fabric, seed=101)
+    # Judged again with round 1's pairs, gpu0030 alone would read `retest`
+    # (the budget keeps it now) and be planned into a pair: a job pinned to a drained node.
+    alone = analyze(r.measurements())
+    assert alone.nodes["gpu0030"]["verdict"] == "retest" and "gpu0030" in nodes_of(alone.retest_plan)
+    seen = r.by_hand(capsys)
+    v = seen["nodes"]["gpu0030"]
+    assert v["verdict"] == "fail" and v["decided_in"] == 0 and v["score"] == a0["nodes"]["gpu0030"]["score"]
+    assert "gpu0030" not in nodes_of(seen["retest_plan"]) and "gpu0030" in seen["would_drain"]
+    rc, a1 = r.job(1, capsys)
+    assert a1["nodes"]["gpu0030"]["verdict"] == "fail" and a1["retest_plan"] == seen["retest_plan"]
+    drained = {n for n, i in r.cluster.nodes.items() if i.drained}
+    rec = rundir.load_stage(r.dir, 2)
+    assert drained and not drained & nodes_of(rec["rounds"]) and set(rec["decided"]) >= drained
+
+
+@pytest.mark.parametrize("fleet,slow", [(FLEET, BORDER), (names(16), {"gpu0003": 0.88})], ids=["64-six-slow", "16-one"])
+def test_analyze_json_prints_the_plan_the_run_submits_with_partners_already_met_avoided(tmp_path, monkeypatch,
+                                                                                         capsys, fleet, slow):
+    r = Run(tmp_path, monkeypatch, fleet)
+    fabric = Fabric(net=slow, noise=0.03)
+    r.measure_first(fabric, seed=3)
+    for stage in (0, 1):
+        seen = r.by_hand(capsys)  # what an admin is shown before the run's analysis job runs
+        met = met_of(m.nodes for m in r.measurements() if len(m.nodes) == 2)
+        rc, a = r.job(stage, capsys)
+        rec = rundir.load_stage(r.dir, stage + 1)
+        assert rc in (0, 3) and seen["retest_plan"] and rec["rounds"] == seen["retest_plan"] == a["retest_plan"]
+        # every pair is new: a repeat decides nothing (133 repeated pairs in 37 runs, before)
+        assert not [p for p in pairs_of(rec["rounds"]) if min(p) in met and max(p) in met[min(p)]]
+        assert len(set(pairs_of(rec["rounds"]))) == len(pairs_of(rec["rounds"]))
+        r.measure_round(stage + 1, fabric, seed=200 + stage)
+    assert rundir.load_stage(r.dir, 1)["rounds"] != rundir.load_stage(r.dir, 2)["rounds"]
+
+
+def test_the_plan_meets_partners_under_switches_not_met_yet():
+    """With a switch map (the topology judged with) the new partners hang off leaves the suspect has not met."""
+    from slurmqual.burnin.judge.plan import groups, rounds
+    from slurmqual.burnin.judge.topology import Topology, switch_of
+
+    nodes = names(64)
+    topo = Topology("sim", node_switch={n: f"leaf{i // 8}" for i, n in enumerate(nodes)})
+    sw = switch_of(topo)
+    fabric = Fabric(net={"gpu0005": 0.87}, noise=0.03)
+    plan = [p for g in groups(nodes, 16, sw) for p in rounds(g, 3, sw)]
+    ms = run_pairs(plan, fabric, seed=4)
+    a = analyze(ms, topology=topo)
+    assert a.nodes["gpu0005"]["verdict"] == "retest"
+    met = met_of(m.nodes for m in ms if len(m.nodes) == 2)["gpu0005"]
+    partners = [q for rnd in a.retest_plan for s, q in rnd if s == "gpu0005"]
+    assert len(partners) == 2 and not set(partners) & met
+    assert not {sw[q] for q in partners} & {sw[q] for q in met} and len({sw[q] for q in partners}) == 2
+
+
+def test_a_suspect_link_is_measured_again_and_both_ends_meet_new_partners():
+    """A link slow in one pair, both ends fine elsewhere: the next round
+    measures the link itself once more and each end with two partners it
+    has not met; once measured twice it is not planned again."""
+    from slurmqual.burnin.judge.plan import groups, rounds
+    from fleet import follow_up
+
+    nodes = names(32)
+    a_, b_ = rounds(groups(nodes, 32)[0], 3)[1][3]  # a pair the first round measures
+    fabric = Fabric(link={(a_, b_): 0.7}, noise=0.02)
+    ms = run(nodes, fabric, seed=2, group_size=32)
+    a = analyze(ms)
+    assert a.suspect_links == [sorted([a_, b_])] and a.nodes[a_]["verdict"] == a.nodes[b_]["verdict"] == "pass"
+    met = met_of(m.nodes for m in ms if len(m.nodes) == 2)
+    assert frozenset((a_, b_)) in pairs_of(a.retest_plan)
+    for end in (a_, b_):
+        new = [q for rnd in a.retest_plan for s, q in rnd if s == end and q not in (a_, b_)]
+        assert len(new) == 2 and not set(new) & met[end] and all(a.nodes[q]["verdict"] == "pass" for q in new)
+    for rnd in a.retest_plan:  # a node once per round
+        assert len(nodes_of([rnd])) == 2 * len(rnd)
+    after = analyze(ms + follow_up(a.retest_plan, fabric, 9, 4))
+    assert after.suspect_links == [sorted([a_, b_])] and after.retest_plan == []
+
+
+def rail_measure(nodes, seed, rounds_=None):
+    """Per-rail tests with one NIC (gpu0005's mlx5_3) at 0.86, and whole-node
+    nccl-tests pairs where gpu0005 is slow: the node fails its whole-node key
+    while that rail is `retest` (which part is bad, node or NIC, is not known)."""
+    from fleet import RailFabric
+    from slurmqual.burnin.judge.plan import groups, rounds
+
+    rails = [f"mlx5_{i}" for i in range(8)]
+    leaf = {(x, r): f"su0-r{j}" for x in nodes for j, r in enumerate(rails)}
+    fabric = RailFabric(rails, leaf, nic={("gpu0005", "mlx5_3"): 0.86}, noise=0.03)
+    whole = Fabric(net={"gpu0005": 0.7}, noise=0.03)
+    if rounds_ is None:
+        plan = [rounds(g, 3) for g in groups(nodes, 32)]
+        return run_rails(plan, fabric, seed=seed) + [m for m in run(nodes, whole, seed=seed) if len(m.nodes) == 2]
+    return run_rails([rounds_], fabric, seed=seed) + [m for m in run_pairs(rounds_, whole, seed) if len(m.nodes) == 2]
+
+
+
+
+def test_a_node_failing_its_whole_node_key_with_a_rail_retest_has_its_rails_remeasured_before_its_drain(
+        tmp_path, monkeypatch, capsys):
+    nodes = names(32)
+    r = Run(tmp_path, monkeypatch, nodes)
+    r.measure_first(None, 0, rail_measure(nodes, seed=1))
+    rc, a0 = r.job(0, capsys)
+    v = a0["nodes"]["gpu0005"]
+    assert v["verdict"] == "fail" and v["keys"]["ib_write_bw:rail:mlx5_3"]["verdict"] == "retest"
+    assert v["keys"]["all_reduce:pair"]["verdict"] == "fail" and v["failed_nics"] == []
+    # not drained yet: the round's jobs are pinned to it, and it re-measures its rails with new partners
+    assert "gpu0005" not in a0["drain"] and not r.cluster.nodes["gpu0005"].drained
+    assert any("gpu0005 held: round 1 re-measures their rails" in p for p in a0["problems"])
+    rec = rundir.load_stage(r.dir, 1)
+    assert "gpu0005" in rec["suspects"] and rec["decided"]["gpu0005"]["round"] == 0
+    stage, a = 0, a0
+    while not a["retest"]["final"]:  # each round re-measures the rail until it is decided, or the rounds end
+        stage += 1
+        rec = rundir.load_stage(r.dir, stage)
+        new = [q for rnd in rec["rounds"] for s, q in rnd if s == "gpu0005"]
+        assert len(new) == 2 and not set(new) & met_of(m.nodes for m in r.measurements())["gpu0005"]
+        assert not r.cluster.nodes["gpu0005"].drained
+        r.measure_round(stage, None, 40 + stage, lambda rounds_, seed: rail_measure(nodes, seed, rounds_))
+        rc, a = r.job(stage, capsys)
+    v = a["nodes"]["gpu0005"]
+    assert v["verdict"] == "fail" and v["failed_nics"] == ["mlx5_3"] and v["decided_in"] == 0  # the NIC is named
+    assert "gpu0005" in a["drain"] and r.cluster.nodes["gpu0005"].drained and stage >= 1
+
+
+# -- why a node is untested ----------------------------------------------------------
+
+def test_an_untested_node_says_why_and_the_budget_is_not_called_a_missing_measurement():
+    a = analyze(run(FLEET, Fabric(net=BORDER, noise=0.03), seed=5))
+    budget = [n for n, v in a.nodes.items() if v["verdict"] == "untested"]
+    assert budget and all("past the retest budget" in a.nodes[n]["why"] for n in budget)
+    assert not [p for p in a.problems if "no valid pair measurement" in p]
+    assert all(f"{n}: untested: below the line within the noise, past the retest budget" in " ".join(a.problems)
+               for n in budget)
+    nodes = names(8)
+    b = analyze(run(nodes, Fabric(pairless={"gpu0003"}, noise=0.01), seed=1), scope=nodes + ["gpu0099"])
+    assert b.nodes["gpu0003"]["why"] == "no valid pair measurement (an intra-node number alone never passes)"
+    assert b.nodes["gpu0099"]["why"] == "nothing measured"
+
+
+# -- failure paths ------------------------------------------------------------------------
+
+def test_nodes_drained_by_someone_else_between_rounds_are_never_planned(tmp_path, monkeypatch, capsys):
+    r = Run(tmp_path, monkeypatch, FLEET)
+    fabric = Fabric(net=BORDER, noise=0.03)
+    r.measure_first(fabric, seed=3)
+    r.job(0, capsys)
+    r.measure_round(1, fabric, seed=200)
+    before = r.by_hand(capsys)
+    suspect = next(s for rnd in before["retest_plan"] for s, _q in rnd if before["nodes"][s]["verdict"] == "retest")
+    partner = next(q for rnd in before["retest_plan"] for s, q in rnd if s != suspect)
+    for n in (suspect, partner):  # an admin drains them while round 1's analysis job waits
+        r.cluster.nodes[n] = NodeInfo(n, "idle", ("DRAIN",), "memory errors, ticket 4711")
+    seen = r.by_hand(capsys)
+    assert not {suspect, partner} & nodes_of(seen["retest_plan"]) and seen["retest_plan"]
+    rc, a = r.job(1, capsys)
+    rec = rundir.load_stage(r.dir, 2)
+    assert rec["rounds"] == seen["retest_plan"] and not {suspect, partner} & nodes_of(rec["rounds"])
+    assert a["nodes"][suspect]["verdict"] == "untested"
+    assert a["nodes"][suspect]["why"] == "not retested: idle+DRAIN: memory errors, ticket 4711"
+    assert a["nodes"][partner]["verdict"] == "pass" and suspect not in a["drain"]
+    assert not [d for d in r.cluster.drains if suspect in d[0] or partner in d[0]]  # their drains left as they are
+
+
+def test_a_failed_round_submission_keeps_the_decided_fails_and_a_later_job_submits_the_same_plan(
+        tmp_path, monkeypatch, capsys):
+    r = Run(tmp_path, monkeypatch, FLEET)
+    r.measure_first(Fabric(net=BORDER, noise=0.03), seed=1)
+    seen = r.by_hand(capsys)
+    r.cluster.fail_at = len(r.cluster.submitted) + 2  # round 1's task job went in, its analysis job did not
+    rc, a = r.job(0, capsys)
+    assert rc == 1 and "Requested node configuration" in a["retest"]["failed"] and a["retest"]["final"] is True
+    rec = rundir.load_stage(r.dir, 1)
+    assert rec["state"] == "failed" and r.cluster.cancelled == ["103"] and rec["rounds"] == seen["retest_plan"]
+    assert set(rec["decided"]) == {n for n, v in a["nodes"].items() if v["verdict"] == "fail"} >= set(a["drain"])
+    assert "gpu0030" in a["drain"] and r.cluster.nodes["gpu0030"].drained
+    # The admin fixes it; the job is run again (requeued): the same plan goes out, nothing was met in between.
+    r.cluster.fail_at = None
+    rc, again = r.job(0, capsys)
+    rec = rundir.load_stage(r.dir, 1)
+    assert rc == 0 and rec["state"] == "submitted" and rec["rounds"] == seen["retest_plan"] == again["retest_plan"]
+
+
+def test_a_cancelled_round_keeps_what_was_decided_and_plans_no_drained_node(tmp_path, monkeypatch, capsys):
+    """The run is scancelled while round 0's analysis job drains: the round it
+    had submitted is cancelled with its jobs; an analysis by hand afterwards
+    keeps round 0's fails and plans none of them."""
+    r = Run(tmp_path, monkeypatch, FLEET)
+    r.measure_first(Fabric(net=BORDER, noise=0.03), seed=1)
+    drain = r.cluster.drain
+
+    def killed(nodes, reason):
+        drain(nodes, reason)
+        raise KeyboardInterrupt("signal 15")
+    r.cluster.drain = killed
+    rc = cli.main(["burnin", "analyze", r.dir, "--json", "--follow-up", "0", "--config", r.cfg_path])
+    assert rc == 130 and capsys.readouterr().out == ""
+    rec = rundir.load_stage(r.dir, 1)
+    assert rec["state"] == "cancelled" and set(r.cluster.cancelled) == {*rec["tasks"].values(), rec["analysis"]}
+    assert rundir.current(r.dir)["state"] == "cancelled"
+    r.cluster.drain = drain
+    seen = r.by_hand(capsys)
+    fails = set(rec["decided"])
+    assert fails and all(seen["nodes"][n]["verdict"] == "fail" for n in fails)
+    drained = {n for n, i in r.cluster.nodes.items() if i.drained}
+    assert drained and not (drained | fails) & nodes_of(seen["retest_plan"])
