@@ -372,3 +372,11 @@ def test_a_retest_round_reruns_only_the_tools_that_left_a_gpu_retest():
     assert retest_tools(a.nodes) == {"n03": ["dcgmproftester"], "n05": ["gpu_burn", "nvbandwidth"]}
     confirmed = judge(retested(lines, "n03", "n05", factor=0.999))
     assert retest_tools(confirmed.nodes) == {} and confirmed.drain == ["n03", "n05"]
+
+
+def test_a_retest_round_reruns_nvbandwidth_for_a_gpu_its_sm_testcases_left_retest():
+    from slurmqual.burnin.run.gputask import retest_tools
+
+    nodes = {"n01": {"gpus": {"0": {"h2d_sm": {"test": "h2d_sm", "verdict": "retest"}}}},
+             "n02": {"gpus": {"0": {"h2d_sm": {"test": "h2d_sm", "verdict": "pass"}}}}}
+    assert retest_tools(nodes) == {"n01": ["nvbandwidth"]}
