@@ -91,11 +91,13 @@ def _gpus(ctx: Context, out: Reading) -> None:
     where = "/sys/bus/pci/devices (vendor 0x10de, class 0x03xx)"
     if not on_pci and fs.isdir("/proc/driver/nvidia/gpus"):
         on_pci, where = fs.listdir("/proc/driver/nvidia/gpus"), "/proc/driver/nvidia/gpus"
+    if len(on_pci) > 64:
+        out.skipped.append(f"node.gpus: {len(on_pci)} GPUs in {where}, more than slurmqual's limit of 64")
+        return
     out.set("node.gpus", len(on_pci), f"{len(on_pci)} NVIDIA GPUs in {where}")
     if not on_pci:
         return
-    if 1 <= len(on_pci) <= 64:
-        out.set("burnin.gpus_per_node", len(on_pci), "the GPUs counted for node.gpus")
+    out.set("burnin.gpus_per_node", len(on_pci), "the GPUs counted for node.gpus")
     models = nvidia.gpu_models(fs)
     if not models:
         out.skipped.append("node.gpu_model: no 'Model:' line in /proc/driver/nvidia/gpus/*/information "
@@ -128,11 +130,22 @@ def _fabric(ctx: Context, out: Reading) -> None:
         return
     layers = {p.name: p.attr(fs, "link_layer") for p in ports}
     layer, odd = _majority(layers)
-    if odd:
-        ignore = sorted({p.device for p in ports if p.name in odd})
-        out.set("fabric.ignore", ignore, f"link layer {', '.join(sorted(set(odd.values())))} where the other "
-                                         f"{len(ports) - len(odd)} ports are {layer}: not fabric rails")
-        ports = [p for p in ports if p.name not in odd]
+    why = {p.device: f"link layer {odd[p.name]}, the others {layer}" for p in ports if p.name in odd}
+    for p in ports:   # mlx5 gives every RoCE port it runs DCQCN on an ecn/ directory; a VF or a
+        if layers[p.name] == "Ethernet" and p.device not in why:   # management port without one is no rail
+            ifs = rdma.netdevs(fs, p)
+            if ifs and not any(fs.isdir(f"/sys/class/net/{i}/ecn") for i in ifs):
+                why[p.device] = f"RoCE without /sys/class/net/{ifs[0]}/ecn (no DCQCN: a VF or management port)"
+    if why:
+        out.set("fabric.ignore", sorted(why), "not fabric rails: " + "; ".join(f"{d}: {w}" for d, w in sorted(why.items())))
+        out.doubts.append(f"fabric.ignore = {sorted(why)}: " + "; ".join(f"{d}: {w}" for d, w in sorted(why.items()))
+                          + " (take a device out of the list if it is a rail)")
+        ports = [p for p in ports if p.device not in why]
+    if not ports:
+        out.set("fabric.nics", 0, "no fabric RDMA ports in /sys/class/infiniband besides fabric.ignore")
+        out.skipped.append("fabric.rate_gbps, fabric.link_layer: no fabric ports to read")
+        return
+    layer = layers[ports[0].name]
     out.set("fabric.link_layer", {"InfiniBand": "infiniband", "Ethernet": "ethernet"}.get(layer, "auto"),
             f"/sys/class/infiniband/*/ports/*/link_layer: {layer}" + (" (RoCE)" if layer == "Ethernet" else ""))
     out.set("fabric.nics", len(ports), f"{len(ports)} {layer} ports in /sys/class/infiniband: "

@@ -290,3 +290,19 @@ def test_all_links_inactive_from_real_nvlink_status_is_written_with_a_doubt(tmp_
     assert "check this: checks.nvlink.links_per_gpu = 0" in err
     cfg = siteinit.parse_written(out, False, "t")
     assert check(root, "nvlink", cfg, level="standard").status is Status.NA
+
+
+def test_a_roce_port_without_dcqcn_sysfs_is_ignored_not_a_rail(tmp_path, capsys):
+    """A GPU machine whose only RDMA device is a RoCE VF without ecn/ (a cloud VM's
+    accelerated-networking port): not a fabric rail, so no check errors on it."""
+    spec = NodeSpec(gpus=1, nics=1, nvswitches=0, sockets=1)
+    root = tree(tmp_path, spec)
+    shutil.rmtree(os.path.realpath(f"{root}/sys/class/net/ens1np0/ecn"))
+    assert check(root, "dcqcn", config()).status is Status.ERROR        # the defaults cannot judge it
+    rc, text, err = init(capsys, root)
+    data = tomllib.loads(text)
+    assert data["fabric"] == {"ignore": ["mlx5_0"], "nics": 0} and rc == 0, err
+    assert "mlx5_0: RoCE without /sys/class/net/ens1np0/ecn" in text and "# Written as read, but check it:" in text
+    cfg = siteinit.parse_written(text, False, "t")
+    got = results(root, cfg)
+    assert all(r.status in (Status.PASS, Status.NA) for r in got.values()), got
