@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("status", "qualification status of the fleet"),
     "history": ("history", "one node's burn-ins, drains, resumes and version changes"),
     "requalify": ("requalify", "re-qualify nodes after a hardware swap"),
+    "preflight": ("preflight", "in a job script: prove the allocation's nodes and links, pick the best N"),
     "rma": ("rma", "write a node's RMA evidence bundle (serials, failing checks, Xids, history)"),
     "inventory": ("inventory", "fleet driver/firmware/NCCL versions and the odd ones out"),
     "install": ("install", "install the hook wrappers, config and dirs on a node; --check verifies an install"),

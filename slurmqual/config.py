@@ -24,7 +24,7 @@ DEFAULT_PATH = "/etc/slurmqual/config.toml"
 
 MAX_CONFIG_BYTES = 1 << 20
 MAX_CACHE_BYTES = 4 << 20
-SECTIONS = ("node", "fabric", "checks", "hooks", "slurm", "burnin", "store", "remediation")
+SECTIONS = ("node", "fabric", "checks", "hooks", "slurm", "burnin", "store", "remediation", "preflight")
 # `[[groups]]`: per-node-group overrides, compiled at validation into
 # {"name", "match", "set": [[path, value], ...]} so a hook applies them with no pydantic.
 GROUPS = "groups"

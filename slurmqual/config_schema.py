@@ -175,6 +175,21 @@ class BurninCfg(Strict):
     max_retest_rounds: int = Field(2, ge=0, le=10)
 
 
+class PreflightCfg(Strict):
+    """`slurmqual preflight` in a user's job (docs/PREFLIGHT.md): the burn-in's
+    tools, rails and topology from [burnin], these for the short run."""
+    drain: bool = False                  # drain bad nodes (needs a Slurm operator); default: report only
+    level: Literal["fast", "standard", "slow"] | None = None   # None: the prolog's (fast)
+    time_s: float = Field(90, ge=10, le=3600, description="default --time: the whole preflight, seconds")
+    partners: int = Field(3, ge=2, le=8, description="different partners per node (one more round for odd counts)")
+    min_own_median: int = Field(4, ge=3, description="fewest nodes judged against their own median without a stored one")
+    tests: list[Literal["all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf",
+                        "sendrecv_perf"]] = []   # empty: burnin.tests
+    rail_duration_s: int = Field(3, ge=1, le=60)
+    gpu_tools: bool = False              # also run burnin.gpu_tests (short: a share of the budget)
+    gpu_test_s: int = Field(10, ge=5, le=600)
+
+
 class RemediationCfg(Strict):
     """`[remediation]`: the repair ladder (remediation.py). Off by default: a
     site opts in to automatic GPU resets and reboots (they need RebootProgram
@@ -308,6 +323,7 @@ class SiteConfig(Strict):
     burnin: BurninCfg = BurninCfg()
     store: StoreCfg = StoreCfg()
     remediation: RemediationCfg = RemediationCfg()
+    preflight: PreflightCfg = PreflightCfg()
     groups: list[GroupCfg] = []
 
     @model_validator(mode="after")

@@ -14,7 +14,9 @@ import time
 
 KINDS = ("drain", "resume", "guard_hold", "error_hold", "requalify",
          # the repair ladder (remediation.py) and hardware swaps (hwid.py)
-         "warn", "reset", "reset_wait", "reboot", "reboot_hold", "escalate", "rma", "swap")
+         "warn", "reset", "reset_wait", "reboot", "reboot_hold", "escalate", "rma", "swap",
+         # a job's own preflight (preflight/flow.py)
+         "preflight")
 
 
 def spool_dir(state_dir: str) -> str:

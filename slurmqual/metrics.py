@@ -194,3 +194,24 @@ def _component_gauges(reg, analysis: dict) -> None:
                  "(rail: the NIC, '' for the route between two nodes)", ["a", "b", "rail"], registry=reg)
     for x in parts["links"]:
         link.labels(a=x["a"], b=x["b"], rail=x["rail"] or "").set(1)
+
+
+def write_preflight_metrics(directory: str, job: str, outcomes: dict[str, dict], now: float) -> list[str]:
+    """One file per node of a job's preflight (preflight/flow.py): passed,
+    score against the median, drained, when. The next preflight on the node
+    replaces it."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    paths = []
+    for node, o in sorted(outcomes.items()):
+        reg = CollectorRegistry()
+        Gauge("slurmqual_preflight_passed", "1 if the node passed its last job preflight, else 0",
+              ["node", "verdict", "job"], registry=reg).labels(node=node, verdict=o["verdict"], job=job).set(
+                  1 if o["verdict"] == "pass" else 0)
+        if o.get("score") is not None:
+            Gauge("slurmqual_preflight_score_ratio", "Node's worst network key in its last preflight, "
+                  "as a share of the key's median", ["node"], registry=reg).labels(node=node).set(float(o["score"]))
+        Gauge("slurmqual_preflight_last_run_timestamp_seconds", "Unix time of the node's last job preflight",
+              ["node"], registry=reg).labels(node=node).set(now)
+        paths.append(_write(directory, _file_name("preflight_node", node), reg))
+    return paths

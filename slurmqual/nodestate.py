@@ -19,7 +19,9 @@ remediation (the repair ladder's actions on the node, oldest first, each
 {time, action, check, detail, gpus, hook}; kept REMEDIATION_KEEP_S),
 hardware (the node's hardware identity: hwid.py) and swap (a detected part
 swap not yet requalified: {time, changes, failed} or null; failed: the last
-requalify since the swap failed, {time, reason}, or absent).
+requalify since the swap failed, {time, reason}, or absent) and preflight
+(the last `slurmqual preflight` outcome on the node: {time, job, verdict,
+reason, score, drained}, or null).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class NodeState:
     remediation: list[dict] = field(default_factory=list)   # ladder actions, oldest first
     hardware: dict = field(default_factory=dict)            # identity: hwid.py
     swap: dict | None = None                                # detected swap awaiting requalify
+    preflight: dict | None = None                           # last `slurmqual preflight` outcome here
 
     @property
     def status(self) -> str:
@@ -75,7 +78,8 @@ class NodeState:
         return {"node": self.node, "time": self.time, "hook": self.hook, "status": self.status,
                 "checks": list(self.checks.values()), "versions": dict(self.versions), "drain": self.drain,
                 "error_since": self.error_since, "drain_known": self.drain_known,
-                "remediation": list(self.remediation), "hardware": dict(self.hardware), "swap": self.swap}
+                "remediation": list(self.remediation), "hardware": dict(self.hardware), "swap": self.swap,
+                "preflight": self.preflight}
 
     @classmethod
     def from_dict(cls, data: dict) -> "NodeState":
@@ -104,7 +108,7 @@ class NodeState:
         err = data.get("error_since")
         return cls(data["node"], t, hook, checks, {k: str(v) for k, v in versions.items() if v not in (None, "")},
                    drain, float(err) if isinstance(err, (int, float)) and not isinstance(err, bool) else None,
-                   data.get("drain_known") is True, *_ladder_fields(data))
+                   data.get("drain_known") is True, *_ladder_fields(data), _preflight_field(data))
 
     def merge(self, hook: str, results: Iterable, versions: dict | None, now: float) -> None:
         """Record one hook run: its checks replace the same checks, others stay."""
@@ -125,6 +129,15 @@ def _number(d: dict, key: str, default: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise StateError(f"'{key}' is not a number")
     return float(v)
+
+
+def _preflight_field(data: dict) -> dict | None:
+    """The last preflight's {time, job, verdict, reason, score, drained} (absent in older files)."""
+    pf = data.get("preflight")
+    if pf is not None and not (isinstance(pf, dict) and isinstance(pf.get("time"), (int, float))
+                               and isinstance(pf.get("verdict"), str)):
+        raise StateError("'preflight' is neither {time, verdict, ...} nor null")
+    return pf
 
 
 def _ladder_fields(data: dict) -> tuple[list[dict], dict, dict | None]:

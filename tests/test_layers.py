@@ -45,10 +45,12 @@ LAYERS: dict[str, int] = {
     "slurmqual.burnin": ENGINE, "slurmqual.burnin.records": ENGINE, "slurmqual.burnin.read": ENGINE,
     "slurmqual.burnin.read.": ENGINE, "slurmqual.burnin.judge": ENGINE, "slurmqual.burnin.judge.": ENGINE,
     "slurmqual.burnin.results": ENGINE, "slurmqual.burnin.results.": ENGINE,
+    "slurmqual.preflight": ENGINE, "slurmqual.preflight.judge": ENGINE, "slurmqual.preflight.choose": ENGINE,
     # flows: what runs on a node or drives the cluster
     "slurmqual.hooks": FLOWS, "slurmqual.requalify": FLOWS,
     "slurmqual.burnin.run": FLOWS, "slurmqual.burnin.run.": FLOWS,   # runner, task, gputask, retest
     "slurmqual.nodeinstall": FLOWS, "slurmqual.nodeinstall.": FLOWS,   # admin: install and --check
+    "slurmqual.preflight.flow": FLOWS,   # a job's own preflight (srun steps, drains)
     # commands: one module per subcommand (argument parsing, printing)
     "slurmqual.commands": COMMANDS, "slurmqual.commands.": COMMANDS,
     # entry points

@@ -187,6 +187,9 @@ def render(table: list[dict], counts: dict[str, int], guard: dict | None = None,
                 tail = f"{tail} failed NIC {','.join(r['failed_nics'])}".strip()
             if r.get("behind_suspect_switch"):
                 tail = f"{tail} behind suspect switch {','.join(r['behind_suspect_switch'])}".strip()
+            pf = r.get("preflight")
+            if pf and pf.get("verdict") != "pass":
+                tail = f"{tail} preflight {pf['verdict']} (job {pf.get('job')}) {pf.get('reason') or ''}".strip()
             lines.append(f"{r['node']:<{wn}} {r['slurm_state']:<{ws}} {r['qualification']:<9} "
                          f"{when(r['last_burnin']):<16} {score:>7} {pct(r['vs_median']):>5} "
                          f"{pct(r['vs_baseline']):>5}  "
@@ -297,6 +300,9 @@ def main(args: argparse.Namespace) -> int:
     table = rows(facts, time.time(), config["burnin"]["max_age_days"] * 86400)
     add_gpus(table, burnin_facts)
     add_components(table, burnin_facts, parts)
+    for r in table:  # the last job preflight on the node (preflight/flow.py), if any
+        st = state.get(r["node"])
+        r["preflight"] = st.preflight if st is not None else None
     if args.state:
         table = [r for r in table if r["qualification"] == args.state]
     counts = summary(table)

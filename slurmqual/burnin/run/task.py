@@ -77,9 +77,12 @@ def test_argv(cfg: dict, test: str, nodes: list[str], json_path: str | None = No
 
 
 def run_batch(cfg: dict, test: str, node_sets: list[list[str]], log_dir: str, tag: str,
-              task: int | None = None, round_: int | None = None) -> list[dict]:
-    """Run the tests over disjoint node sets concurrently; judge each log."""
+              task: int | None = None, round_: int | None = None, deadline: float | None = None) -> list[dict]:
+    """Run the tests over disjoint node sets concurrently; judge each log.
+    `deadline` (monotonic): end them there instead (preflight's own budget)."""
     timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
+    if deadline is not None:
+        timeout = max(1, round(deadline - time.monotonic()))
     use_json = writes_json(os.path.join(cfg["nccl_tests_dir"], test))
     started = []
     for nodes in node_sets:
@@ -142,14 +145,17 @@ def _measurement(cfg: dict, test: str, nodes: list[str], log: str, err: str | No
 
 
 def run_rail_batch(cfg: dict, pairs: list[list[str]], log_dir: str, tag: str,
-                   task: int | None = None, round_: int | None = None) -> list[dict]:
+                   task: int | None = None, round_: int | None = None, deadline: float | None = None) -> list[dict]:
     """Per-rail perftest over disjoint pairs: for every pair and every rail a
     server step on the first node and a client step on the second, all at
     once (rail N on its own port). The client's log is judged; the servers
-    are stopped once their clients are done."""
+    are stopped once their clients are done. `deadline` (monotonic): end
+    them there instead (preflight's own budget)."""
     from ..read import perftest
 
     timeout = time_limit_seconds(cfg["test_time_limit"]) + 30
+    if deadline is not None:
+        timeout = max(1, round(deadline - time.monotonic() - cfg["rail_server_wait_s"]))
     servers: list = []
     clients: list = []
     for side, into in (("server", servers), ("client", clients)):

@@ -1,0 +1,289 @@
+"""slurmqual preflight's engine and flow pieces without Slurm: the choice of
+N nodes, the speed judgement (stored medians, the allocation's own, none)
+through the burn-in's analysis, each node's outcome, the check step's
+output, the pair plan, the drains under the hooks' rules. The whole command
+runs on a real Slurm in test_slurm_preflight.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from slurmqual.burnin.analyze import Params
+from slurmqual.burnin.plan import rounds
+from slurmqual.preflight import judge
+from slurmqual.preflight.choose import choose, output_paths, rank, remove_outputs, write_exclude, write_outputs
+from slurmqual.preflight.flow import (PreflightError, Request, allocation, drain_bad, partners, preflight,
+                                      read_check_reports, rounds_for, speed_reason, Run)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REF = 8589934592
+
+
+def pair_lines(nodes, factor, plan, base=400.0, noise=0.005, links=None, seed=1, rails=(), rail_factor=None):
+    """Measurement lines as a preflight's pair rounds write them (task.py's
+    fields): a pair runs at the slower end's speed, times a link's factor."""
+    rng = random.Random(seed)
+    out = []
+    for rnd in plan:
+        for a, b in rnd:
+            f = min(factor.get(a, 1.0), factor.get(b, 1.0)) * (links or {}).get(frozenset((a, b)), 1.0)
+            out.append({"nodes": [a, b], "busbw": round(base * f * (1 + rng.gauss(0, noise)), 2), "size": REF,
+                        "test": "all_reduce", "ok": True, "round": 0})
+            for rail in rails:
+                rf = min((rail_factor or {}).get((a, rail), 1.0), (rail_factor or {}).get((b, rail), 1.0))
+                out.append({"nodes": [a, b], "busbw": round(392 * rf * (1 + rng.gauss(0, noise)), 2),
+                            "size": 1048576, "test": "ib_write_bw", "rail": rail, "ok": True})
+    return out
+
+
+def passing_reports(nodes):
+    return {n: {"node": n, "status": "pass", "checks": [{"name": "peermem", "status": "pass", "message": "ok"}]}
+            for n in nodes}
+
+
+def nodes_of(k):
+    return [f"n{i:02d}" for i in range(1, k + 1)]
+
+
+# -- the choice ---------------------------------------------------------------------
+
+def test_rank_best_score_first_and_unjudged_last():
+    assert rank({"a": 0.95, "b": 1.02, "c": None, "d": 0.99}) == ["b", "d", "a", "c"]
+
+
+def test_choose_takes_whole_switches_and_the_best_nodes():
+    scores = {f"s1-{i}": 1.0 - i / 100 for i in range(4)} | {f"s2-{i}": 1.01 for i in range(3)} | \
+        {f"s3-{i}": 0.99 for i in range(2)}
+    leaf = {n: n.split("-")[0] for n in scores}
+    # 6: s1 whole (4) and s3 whole (2, fills it exactly) rather than the 6 best by score
+    got = choose(scores, 6, leaf)
+    assert sorted(got) == sorted([*(f"s1-{i}" for i in range(4)), "s3-0", "s3-1"])
+    # 3: s2 fits it exactly
+    assert sorted(choose(scores, 3, leaf)) == ["s2-0", "s2-1", "s2-2"]
+    # 5: s1 whole, then the best 1 from the switch with the fewest spare nodes that holds it
+    assert set(choose(scores, 5, leaf)) >= {f"s1-{i}" for i in range(4)}
+    # without a topology: the best by score; more than there are: all of them
+    assert choose(scores, 3, None) == ["s2-0", "s2-1", "s2-2"]
+    assert len(choose(scores, 20, leaf)) == len(scores)
+
+
+def test_outputs_written_and_removed(tmp_path):
+    paths = write_outputs(str(tmp_path), "77", ["n3", "n1", "n2"])
+    assert open(paths["hosts"]).read() == "n3\nn1\nn2\n"
+    assert open(paths["nodelist"]).read().strip() == "n[1-3]"
+    assert open(paths["master"]).read().strip() == "n3"
+    assert open(write_exclude(str(tmp_path), "77", ["n5", "n4"])).read().strip() == "n[4-5]"
+    remove_outputs(str(tmp_path), "77")
+    assert not any(os.path.exists(p) for p in output_paths(str(tmp_path), "77").values())
+
+
+# -- the pair plan ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("k", [3, 4, 5, 6, 7, 8, 15, 16, 63, 64])
+@pytest.mark.parametrize("switched", [False, True])
+def test_every_node_meets_two_different_partners(k, switched):
+    nodes = nodes_of(k)
+    leaf = {n: f"leaf{i // 4}" for i, n in enumerate(nodes)} if switched else None
+    plan = rounds_for(nodes, leaf, 2)
+    got = partners(plan)
+    assert set(got) == set(nodes)
+    assert all(len(set(p)) >= 2 and len(set(p)) == len(p) for p in got.values()), got
+    for rnd in plan:  # each round a matching: a node in at most one pair
+        flat = [x for p in rnd for x in p]
+        assert len(flat) == len(set(flat))
+
+
+# -- the speed judgement -------------------------------------------------------------------
+
+def test_a_small_allocation_is_judged_against_the_stored_fleet_median():
+    nodes = nodes_of(3)
+    plan = rounds_for(nodes, None, 2)
+    raw = pair_lines(nodes, {"n02": 0.8}, plan)
+    a, mode, notes = judge.analyse(raw, nodes, Params(), {}, {"all_reduce:pair": 400.0}, None, 4)
+    assert mode == "fleet" and a["median"]["all_reduce:pair"] == 400.0
+    out = judge.outcomes(nodes, passing_reports(nodes), raw, a, speed_reason)
+    # two partners, both slow: left out (fail, or suspect: a burn-in would retest it)
+    assert out["n02"].verdict in ("fail", "suspect") and out["n02"].score < 0.85, out["n02"]
+    assert out["n01"].verdict == out["n03"].verdict == "pass"
+    assert "n02" not in choose({n: o.score for n, o in out.items() if o.verdict == "pass"}, 2)
+    # six nodes (fewer than min_own_median here): failed against the stored median, which the reason names
+    nodes4 = nodes_of(6)
+    raw4 = pair_lines(nodes4, {"n02": 0.8}, rounds_for(nodes4, None, 3))
+    a4, m4, _n = judge.analyse(raw4, nodes4, Params(), {}, {"all_reduce:pair": 400.0}, None, 8)
+    assert m4 == "fleet"
+    out4 = judge.outcomes(nodes4, passing_reports(nodes4), raw4, a4, speed_reason)
+    assert out4["n02"].verdict == "fail" and "< 90% of median 400" in out4["n02"].reason, out4["n02"]
+    # the same measurements with no stored median: too few to judge against themselves
+    a2, mode2, notes2 = judge.analyse(raw, nodes, Params(), {}, {}, None, 4)
+    assert a2 is None and mode2 == "none" and "speed not judged" in notes2[0]
+    out2 = judge.outcomes(nodes, passing_reports(nodes), raw, a2, speed_reason)
+    assert all(o.verdict == "pass" and o.speed == "not judged" for o in out2.values())
+
+
+def test_without_a_stored_median_the_allocation_judges_itself():
+    nodes = nodes_of(6)
+    plan = rounds_for(nodes, None, 3)
+    raw = pair_lines(nodes, {"n04": 0.85}, plan, links={frozenset(("n01", "n02")): 0.6})
+    a, mode, _ = judge.analyse(raw, nodes, Params(), {}, {}, None, 4)
+    assert mode == "own"
+    out = judge.outcomes(nodes, passing_reports(nodes), raw, a, speed_reason)
+    assert out["n04"].verdict == "fail"
+    # a slow link between two good nodes is not a slow node: named, neither end failed
+    # or drained (an end it cannot clear yet is suspect: not chosen, as the job would cross it)
+    assert a["suspect_links"] == [["n01", "n02"]]
+    assert "fail" not in (out["n01"].verdict, out["n02"].verdict) and "pass" in (out["n01"].verdict, out["n02"].verdict)
+    assert judge.drainable(out, a) == ["n04"]
+
+
+def test_a_slow_nic_fails_its_node_naming_the_nic():
+    nodes = nodes_of(5)
+    plan = rounds_for(nodes, None, 2)
+    raw = pair_lines(nodes, {}, plan, rails=("mlx5_0", "mlx5_1"), rail_factor={("n03", "mlx5_1"): 0.45})
+    a, mode, _ = judge.analyse(raw, nodes, Params(), {}, {}, None, 4)
+    out = judge.outcomes(nodes, passing_reports(nodes), raw, a, speed_reason)
+    assert out["n03"].verdict == "fail" and out["n03"].reason.startswith("mlx5_1 (rail 1)"), out["n03"]
+    assert [n for n, o in out.items() if o.verdict != "pass"] == ["n03"]
+
+
+def test_a_slow_switch_is_not_a_slow_node_against_stored_medians(tmp_path):
+    from slurmqual.burnin.topology import from_config, switch_of
+
+    nodes = nodes_of(12)
+    conf = tmp_path / "topology.conf"
+    conf.write_text("".join(f"SwitchName=leaf{s} Nodes={','.join(nodes[4 * s:4 * s + 4])}\n" for s in range(3))
+                    + "SwitchName=spine Switches=leaf[0-2]\n")
+    topo = from_config(str(conf))
+    leaf = switch_of(topo)
+    plan = rounds_for(nodes, leaf, 3)
+    slow = {n: 0.8 for n in nodes if leaf[n] == "leaf1"}
+    raw = pair_lines(nodes, slow, plan)
+    a, mode, _ = judge.analyse(raw, nodes, Params(), {}, {"all_reduce:pair": 400.0}, topo, 4)
+    assert mode == "fleet" and a["suspect_switches"] == ["leaf1"], a["problems"]
+    out = judge.outcomes(nodes, passing_reports(nodes), raw, a, speed_reason)
+    assert not [n for n, o in out.items() if o.verdict == "fail"], {n: o.to_dict() for n, o in out.items()}
+    assert judge.drainable(out, a) == []
+    assert any("behind suspect switch leaf1" in " ".join(o.notes) for o in out.values())
+
+
+def test_check_outcomes_fail_missing_and_error():
+    nodes = nodes_of(4)
+    plan = rounds_for(nodes, None, 2)
+    raw = pair_lines(nodes, {}, plan)
+    reports = passing_reports(nodes)
+    reports["n01"] = {"node": "n01", "status": "fail", "checks": [
+        {"name": "peermem", "status": "fail", "message": "nvidia_peermem not loaded"},
+        {"name": "nic_link", "status": "fail", "message": "mlx5_3 down"}]}
+    reports["n02"] = {"node": "n02", "status": "error", "checks": [{"name": "dcgm", "status": "error", "message": "x"}]}
+    del reports["n03"]
+    out = judge.outcomes(nodes, reports, raw, None, speed_reason)
+    assert out["n01"].verdict == "fail" and out["n01"].reason == "peermem: nvidia_peermem not loaded (+1 more: nic_link)"
+    assert out["n02"].verdict == "pass" and "could not judge" in out["n02"].notes[0]
+    assert out["n03"].verdict == "untested" and out["n04"].verdict == "pass"
+    assert judge.check_outcome({"checks": "nonsense"}) == ("missing", [])
+    assert judge.drainable(out, None) == ["n01"]
+
+
+def test_a_node_without_a_valid_pair_is_untested_never_failed():
+    nodes = nodes_of(6)
+    plan = rounds_for(nodes, None, 2)
+    raw = pair_lines(nodes, {}, plan)
+    for m in raw:
+        if "n05" in m["nodes"]:
+            m.update(ok=False, busbw=None, error="timed out after 10s", problems=["timed out after 10s"])
+    a, _mode, _ = judge.analyse(raw, nodes, Params(), {}, {}, None, 4)
+    out = judge.outcomes(nodes, passing_reports(nodes), raw, a, speed_reason)
+    assert out["n05"].verdict == "untested" and "n05" not in judge.drainable(out, a)
+
+
+# -- the flow's pieces -------------------------------------------------------------------------
+
+def test_check_reports_read_from_the_real_check_output(tmp_path):
+    """Two nodes' real `slurmqual check --json` lines, interleaved with srun noise."""
+    from slurmqual.nodetree import build
+
+    lines = ["srun: warning: something", "garbage {"]
+    for node, example in (("n1", "h100-roce-healthy"), ("n2", "no-peermem")):
+        tree = build(example, str(tmp_path / node))
+        p = subprocess.run([sys.executable, "-m", "slurmqual", "check", "--json", "--root", tree, "--node", node,
+                            "--config", os.path.join(REPO, "config", "slurmqual.toml")],
+                           capture_output=True, text=True, timeout=120)
+        lines.append(p.stdout.strip())
+    lines.append(json.dumps({"node": "elsewhere", "status": "fail", "checks": []}))
+    got = read_check_reports("\n".join(lines), ["n1", "n2", "n3"])
+    assert set(got) == {"n1", "n2"}
+    assert judge.check_outcome(got["n2"])[0] == "fail" and judge.check_outcome(got["n1"])[0] != "fail"
+    assert [c["name"] for c in judge.check_outcome(got["n2"])[1]] == ["peermem"]
+
+
+def test_preflight_refuses_outside_a_job(tmp_path):
+    with pytest.raises(PreflightError, match="inside a Slurm job"):
+        allocation({})
+    assert allocation({"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n[1-3]"}) == ("5", ["n1", "n2", "n3"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    p = subprocess.run([sys.executable, "-m", "slurmqual", "preflight", "--need", "2", "--config",
+                        os.path.join(REPO, "config", "slurmqual.toml")], env=env, capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert p.returncode == 2 and "inside a Slurm job" in p.stderr
+
+
+def _config(tmp_path):
+    from slurmqual.config import load
+
+    path = tmp_path / "c.toml"
+    path.write_text(f"[hooks]\nstate_dir = \"{tmp_path}/state\"\nguard_min = 1\nguard_fraction = 0.1\n")
+    return load(str(path), use_cache=False)
+
+
+def test_drains_follow_the_hooks_rules_and_guard(tmp_path):
+    from slurmqual.slurm import NodeInfo
+    from slurmqual.testing import FakeAdapter
+
+    config = _config(tmp_path)
+    run = Run("9", ["a", "b", "c", "d"], "fast", 60, None)
+    for n in run.nodes:
+        run.outcomes[n] = judge.NodeOutcome(n, verdict="fail", checks="fail", failed_checks=["peermem"],
+                                            reason="peermem: nvidia_peermem not loaded")
+    run.outcomes["d"] = judge.NodeOutcome("d", verdict="suspect", checks="pass")
+    adapter = FakeAdapter.with_nodes([NodeInfo("a", "allocated"), NodeInfo("b", "allocated", ("DRAIN",), "admin: cable"),
+                                      NodeInfo("c", "allocated"), NodeInfo("d", "allocated")])
+    drain_bad(config, run, adapter, log=lambda m: None)
+    assert adapter.drains == [(("a",), "slurmqual: preflight: peermem: nvidia_peermem not loaded")]
+    assert "someone else" in run.not_drained["b"]          # an admin's drain is never replaced
+    assert "guard" in run.not_drained["c"]                  # guard_min = 1: the second hook drain is held
+    assert "d" not in run.not_drained and "d" not in run.drained  # a suspect is never drained
+
+
+def test_preflight_in_a_job_whose_steps_cannot_start_reports_every_node_untested(tmp_path, monkeypatch):
+    """No srun on PATH (or a launcher that dies): nothing passes, nothing is
+    drained, exit 3, the report says why; no node list."""
+    config = _config(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    env = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[1-4]"}
+    with pytest.raises(PreflightError, match="cannot start the checks step"):
+        preflight(config, Request(need=2, out_dir=str(tmp_path)), lambda: None, log=lambda m: None, env=env)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\necho 'srun: error: Unable to create step' >&2\nexit 1\n")
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake))
+    run = preflight(config, Request(need=2, out_dir=str(tmp_path), time_s=20), lambda: None, log=lambda m: None,
+                    env=env)
+    assert run.exit_code == judge.EXIT_NOT_ENOUGH and not run.chosen
+    assert all(o.verdict == "untested" for o in run.outcomes.values())
+    assert not os.path.exists(output_paths(str(tmp_path), "12")["nodelist"])
+    rep = json.load(open(output_paths(str(tmp_path), "12")["json"]))
+    assert rep["exit_code"] == 3 and rep["outcomes"]["n1"]["checks"] == "missing"
+
+
+def test_a_malformed_preflight_entry_in_a_state_file_is_a_state_error():
+    from slurmqual.nodestate import NodeState, StateError
+
+    assert NodeState.from_dict({"node": "n1", "preflight": {"time": 1.0, "verdict": "fail"}}).preflight["verdict"] == "fail"
+    with pytest.raises(StateError, match="preflight"):
+        NodeState.from_dict({"node": "n1", "preflight": "fail"})
