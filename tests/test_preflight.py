@@ -203,19 +203,31 @@ def test_a_node_without_a_valid_pair_is_untested_never_failed():
 
 # -- the flow's pieces -------------------------------------------------------------------------
 
-def test_check_reports_read_from_the_real_check_output(tmp_path):
-    """Two nodes' real `slurmqual check --json` lines, interleaved with srun noise."""
+def test_check_reports_read_from_the_real_node_reports_interleaved(tmp_path):
+    """Two nodes' real `preflight --node-report` outputs (what the checks
+    step runs on each node), their short lines interleaved as srun merges
+    them, with srun's own noise; a node with a piece lost is left out."""
     from slurmqual.nodetree import build
 
-    lines = ["srun: warning: something", "garbage {"]
-    for node, example in (("n1", "h100-roce-healthy"), ("n2", "no-peermem")):
-        tree = build(example, str(tmp_path / node))
-        p = subprocess.run([sys.executable, "-m", "slurmqual", "check", "--json", "--root", tree, "--node", node,
-                            "--config", os.path.join(REPO, "config", "slurmqual.toml")],
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[node]\ngpus = 8\nroot = "{tmp_path}/{{node}}"\n[fabric]\nnics = 8\nrate_gbps = 400\n'
+                   f'[hooks]\nstate_dir = "{tmp_path}/state"\nlog_file = "{tmp_path}/l.log"\nsyslog = false\n')
+    outputs = {}
+    for node, example in (("n1", "h100-roce-healthy"), ("n2", "no-peermem"), ("n3", "nic-down")):
+        build(example, str(tmp_path / node))
+        p = subprocess.run([sys.executable, "-m", "slurmqual", "preflight", "--node-report", "--level", "fast",
+                            "--config", str(cfg)], env=dict(os.environ, SLURMD_NODENAME=node),
                            capture_output=True, text=True, timeout=120)
-        lines.append(p.stdout.strip())
-    lines.append(json.dumps({"node": "elsewhere", "status": "fail", "checks": []}))
-    got = read_check_reports("\n".join(lines), ["n1", "n2", "n3"])
+        assert p.returncode == 0, p.stderr
+        outputs[node] = p.stdout.splitlines()
+        assert len(outputs[node]) > 1 and all(len(x) < 1000 for x in outputs[node])  # one report: several short lines
+    outputs["n3"] = outputs["n3"][:-1]  # a piece lost (the node died mid-way)
+    merged, rng = ["srun: warning: something", "garbage {"], random.Random(4)
+    queues = [list(v) for v in outputs.values()]
+    while any(queues):
+        q = rng.choice([q for q in queues if q])
+        merged.append(q.pop(0))
+    got = read_check_reports("\n".join(merged), ["n1", "n2", "n3", "n4"])
     assert set(got) == {"n1", "n2"}
     assert judge.check_outcome(got["n2"])[0] == "fail" and judge.check_outcome(got["n1"])[0] != "fail"
     assert [c["name"] for c in judge.check_outcome(got["n2"])[1]] == ["peermem"]

@@ -60,7 +60,8 @@ def cluster():
     c.user_bin = bin_dir
     yield c
     c.stop()
-    shutil.rmtree(c.base, ignore_errors=True)
+    if not os.environ.get("SLURMQUAL_TEST_KEEP"):  # set it to read a failed run's job dirs and logs
+        shutil.rmtree(c.base, ignore_errors=True)
 
 
 def recipe(name: str) -> str:
@@ -119,32 +120,39 @@ def report(workdir: str, job: str) -> dict:
 
 
 def gated(script: str, gate: str) -> str:
-    """The script, held after its #SBATCH lines until `gate` exists (the test
-    breaks a node's tree in between: after the prolog, before the preflight)."""
+    """The script, held after its #SBATCH lines until `gate` exists: a first
+    step on every node (so every node's prolog has run), then the test breaks
+    a node's tree (after the prolog, before the preflight)."""
     lines = script.splitlines(keepends=True)
     head = [ln for ln in lines if ln.startswith("#!") or ln.startswith("#SBATCH")]
     rest = lines[len(head):]
-    return "".join(head) + f"while [ ! -e {gate} ]; do sleep 0.2; done\n" + "".join(rest)
+    return "".join(head) + (f"srun --nodes=$SLURM_JOB_NUM_NODES true && touch {gate}.started\n"
+                            f"while [ ! -e {gate} ]; do sleep 0.2; done\n") + "".join(rest)
+
+
+def swap_tree(cluster, node: str, example: str) -> None:
+    """Replace a node's tree in one rename: a hook never reads half a tree."""
+    from slurmqual.nodetree import build
+
+    new = build(example, cluster.tree(node) + ".new")
+    old = cluster.tree(node) + ".old"
+    os.rename(cluster.tree(node), old)
+    os.rename(new, cluster.tree(node))
+    shutil.rmtree(old)
 
 
 def break_after_prolog(cluster, job: str, gate: str) -> None:
-    from slurmqual.nodetree import build
-
-    wait_for(lambda: job_state(cluster, job)[0] == "RUNNING", what=f"job {job} running")
-    shutil.rmtree(cluster.tree(BROKEN_NODE))
-    build("no-peermem", cluster.tree(BROKEN_NODE))
+    wait_for(lambda: os.path.exists(gate + ".started"), what=f"job {job}'s first step on every node")
+    swap_tree(cluster, BROKEN_NODE, "no-peermem")
     open(gate, "w").close()
 
 
 def heal(cluster) -> None:
-    from slurmqual.nodetree import build
-
     stray = cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
     if stray:  # a recipe's resubmission that Slurm accepted
         cluster.run("scancel", *stray, check=False)
 
-    shutil.rmtree(cluster.tree(BROKEN_NODE))
-    build("h100-roce-healthy", cluster.tree(BROKEN_NODE))
+    swap_tree(cluster, BROKEN_NODE, "h100-roce-healthy")
     for n in drained(cluster):
         cluster.run("scontrol", "update", f"nodename={n}", "state=resume")
     wait_for(lambda: not drained(cluster) and all(v.get("state") == "idle" for v in cluster.nodes().values()),

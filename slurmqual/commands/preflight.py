@@ -22,6 +22,9 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
     p.add_argument("--gpu-tools", action=argparse.BooleanOptionalAction, default=None,
                    help="also run the burn-in's per-GPU tools (default [preflight] gpu_tools)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    # internal: what the preflight's checks step runs on each node (`check --json`, in short lines)
+    p.add_argument("--node-report", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--only", default=None, help=argparse.SUPPRESS)
     p.add_argument("--config", default=None)
 
 
@@ -30,6 +33,8 @@ def main(args: argparse.Namespace) -> int:
     from ..preflight.judge import EXIT_USAGE
     from . import load_config
 
+    if args.node_report:
+        return _node_report(args)
     config = load_config(args.config)
     if config is None:
         return EXIT_USAGE
@@ -56,3 +61,28 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(summary(run), flush=True)
     return run.exit_code
+
+
+def _node_report(args: argparse.Namespace) -> int:
+    """On one node of the checks step: `slurmqual check --json` for the
+    level and check list given, printed as short tagged lines
+    (preflight.flow.report_lines): srun splits a long line into pieces that
+    interleave with other nodes' output."""
+    import contextlib
+    import io
+
+    from ..preflight.flow import report_lines
+    from . import check
+
+    ns = argparse.Namespace(root=None, config=args.config, level=args.level or "fast", only=args.only, json=True,
+                            node=None, partition=None, feature=None)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        check.main(ns)
+    text = buf.getvalue().strip().splitlines()
+    from ..evaluation import node_name
+
+    for line in report_lines(node_name(None), text[-1] if text else ""):
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    return 0

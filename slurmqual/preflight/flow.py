@@ -62,6 +62,7 @@ class Run:
     exit_code: int = EXIT_OK
     interrupted: str = ""
     switch_of: dict[str, str] | None = None
+    retest_plan: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         a = self.analysis or {}
@@ -71,7 +72,7 @@ class Run:
                 "outcomes": {n: o.to_dict() for n, o in self.outcomes.items()},
                 "passed": sorted(n for n, o in self.outcomes.items() if o.verdict == "pass"),
                 "chosen": self.chosen, "files": self.files, "drained": self.drained,
-                "not_drained": self.not_drained, "partners": self.pairs, "exit_code": self.exit_code,
+                "not_drained": self.not_drained, "partners": self.pairs, "retest_round": self.retest_plan, "exit_code": self.exit_code,
                 "interrupted": self.interrupted,
                 "analysis": {k: a.get(k) for k in ("median", "suspect_links", "suspect_switches", "problems",
                                                    "guard_tripped", "would_drain", "keys")} if a else None,
@@ -136,14 +137,14 @@ def partners(plan: list[list[tuple[str, str]]]) -> dict[str, list[str]]:
 # -- the steps -------------------------------------------------------------------
 
 def check_argv(config, nodes: list[str], level: str) -> list[str]:
-    """One srun step, one task per node: `slurmqual check --json` with the
-    hooks' own check list for that level."""
+    """One srun step, one task per node: the hooks' checks for that level
+    (`slurmqual check --json`, printed in short tagged lines)."""
     from ..security import job_command
     from ..slurm import compress
 
     argv = ["srun", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
             f"--nodelist={compress(nodes)}", "--kill-on-bad-exit=0", *shlex.split(job_command()),
-            "check", "--json", "--level", level]
+            "preflight", "--node-report", "--level", level]
     hook = CHECK_LEVEL_HOOK.get(level)
     if hook:
         argv += ["--only", ",".join(config.checks_for(hook))]
@@ -152,22 +153,47 @@ def check_argv(config, nodes: list[str], level: str) -> list[str]:
     return argv
 
 
+REPORT_TAG = "slurmqual-preflight-report"
+REPORT_PIECE = 700  # srun forwards output in pieces of about 1 KiB: a whole line each
+
+
+def report_lines(node: str, text: str) -> list[str]:
+    """One node's check report as lines short enough that srun never splits
+    them: `<tag> <node> <i>/<n> <piece>` (JSON text has no newline)."""
+    pieces = [text[i:i + REPORT_PIECE] for i in range(0, len(text), REPORT_PIECE)] or [""]
+    return [f"{REPORT_TAG} {node} {i + 1}/{len(pieces)} {p}" for i, p in enumerate(pieces)]
+
+
 def read_check_reports(text: str, nodes: list[str]) -> dict[str, dict]:
-    """node -> its `check --json` object, from the step's merged output
-    (other lines, a node's garbage or a node not in the allocation are ignored)."""
+    """node -> its `check --json` object, from the step's merged output: the
+    tagged pieces of each node put together (other lines, a node with a
+    piece missing or not JSON, a node not in the allocation are left out)."""
     import json
 
-    wanted, out = set(nodes), {}
+    wanted = set(nodes)
+    pieces: dict[str, dict[int, str]] = {}
+    count: dict[str, int] = {}
     for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
+        if not line.startswith(REPORT_TAG + " "):
+            continue
+        parts = line.split(" ", 3)
+        if len(parts) < 3 or parts[1] not in wanted:
+            continue
+        i, _, n = parts[2].partition("/")
+        if not (i.isdigit() and n.isdigit()):
+            continue
+        pieces.setdefault(parts[1], {})[int(i)] = parts[3] if len(parts) > 3 else ""
+        count[parts[1]] = int(n)
+    out = {}
+    for node, got in pieces.items():
+        if sorted(got) != list(range(1, count[node] + 1)):
             continue
         try:
-            d = json.loads(line)
+            d = json.loads("".join(got[i] for i in sorted(got)))
         except ValueError:
             continue
-        if isinstance(d, dict) and d.get("node") in wanted:
-            out[d["node"]] = d
+        if isinstance(d, dict) and d.get("node") == node:
+            out[node] = d
     return out
 
 
@@ -184,13 +210,20 @@ def run_checks(config, nodes: list[str], level: str, log_dir: str, deadline: flo
         return read_check_reports(fh.read(8 << 20), nodes)
 
 
-def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float) -> list[dict]:
+def network_batches(cfg: dict, rounds: int, gpu: bool = True) -> int:
+    return int(gpu and bool(cfg.get("gpu_tests"))) + rounds * (len(cfg["tests"]) + int(bool(cfg.get("rails"))))
+
+
+def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float, tag: str = "round",
+                gpu: bool = True, after_kill=None) -> list[dict]:
     """GPU tools (optional), then every test's rounds, then every rail's
-    rounds; each batch gets an even share of the time left."""
+    rounds; each batch gets an even share of the time left. `after_kill()`
+    runs after a batch that had a step killed (its Slurm step may live on,
+    holding its nodes' CPUs and GPUs from the next round)."""
     from ..burnin.task import run_batch, run_rail_batch
 
     batches = []
-    if cfg.get("gpu_tests"):
+    if gpu and cfg.get("gpu_tests"):
         batches.append(("gpu", None, None))
     for test in cfg["tests"]:
         batches += [("nccl", test, (r, pairs)) for r, pairs in enumerate(plan)]
@@ -202,16 +235,19 @@ def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float
         if share < 1:
             break  # out of time: the rest is untested
         until = time.monotonic() + share
+        done = len(raw)
         if kind == "gpu":
             from ..burnin.gputask import run_gpu_tests
 
             raw += run_gpu_tests(dict(cfg, gpu_test_s=max(1, int(share * 0.6))), nodes, log_dir, None)
         elif kind == "nccl":
             r, pairs = what
-            raw += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"round{r}", None, r, deadline=until)
+            raw += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"{tag}{r}", None, r, deadline=until)
         else:
             r, pairs = what
-            raw += run_rail_batch(cfg, [list(p) for p in pairs], log_dir, f"round{r}", None, r, deadline=until)
+            raw += run_rail_batch(cfg, [list(p) for p in pairs], log_dir, f"{tag}{r}", None, r, deadline=until)
+        if after_kill is not None and any("timed out" in str(m.get("problems")) for m in raw[done:]):
+            after_kill()
     return raw
 
 
@@ -233,9 +269,10 @@ def job_steps(config, job: str) -> set[str] | None:
     return {s for s in out.stdout.split() if s.startswith(f"{job}.") and s.split(".")[1].isdigit()}
 
 
-def end_leftover_steps(config, job: str, before: set[str] | None, log) -> list[str]:
+def end_leftover_steps(config, job: str, before: set[str] | None, log, wait_s: float = 20.0) -> list[str]:
     """Cancel the steps this preflight started that still run (a killed srun
-    can leave its step behind, holding the nodes the workload needs)."""
+    leaves its step behind, holding the nodes the workload needs) and wait
+    until Slurm has ended them, so the workload's step starts at once."""
     if before is None:
         return []
     now = job_steps(config, job)
@@ -248,6 +285,15 @@ def end_leftover_steps(config, job: str, before: set[str] | None, log) -> list[s
             log(f"preflight: cancelled leftover step(s) {','.join(left)}")
         except CommandError as exc:
             log(f"preflight: could not cancel leftover step(s) {','.join(left)}: {exc}")
+            return left
+        until = time.monotonic() + wait_s
+        while time.monotonic() < until:
+            still = job_steps(config, job)
+            if still is None or not still & set(left):
+                break
+            time.sleep(0.5)
+        else:
+            log(f"preflight: step(s) {','.join(sorted(still & set(left)))} still ending after {wait_s:.0f}s")
     return left
 
 
@@ -401,7 +447,7 @@ def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run
     before = job_steps(config, job)
     with sigterm_raises():
         try:
-            _steps(config, req, run, nodes, level, log_dir, start, end, log)
+            _steps(config, req, run, nodes, level, log_dir, start, end, log, before)
         except KeyboardInterrupt as exc:
             import signal
 
@@ -422,7 +468,7 @@ def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run
 
 
 def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir: str, start: float, end: float,
-           log) -> None:
+           log, before: set[str] | None = None) -> None:
     from ..burnin.runner import switch_map
     from ..burnin.topology import TopologyError, from_config
 
@@ -440,12 +486,32 @@ def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir
     plan = rounds_for(net_nodes, switch_of, config["preflight"]["partners"]) if len(net_nodes) >= 2 else []
     run.pairs = partners(plan)
     t = time.monotonic()
+    cfg = settings(config, req)
     if plan:
-        run.raw = run_network(settings(config, req), net_nodes, plan, log_dir, end)
+        # one retest round's share is kept back: nodes the first pass cannot
+        # decide meet new, proven partners (the burn-in's retest plan)
+        first, again = network_batches(cfg, len(plan)), network_batches(cfg, 1, gpu=False)
+        run.raw = run_network(cfg, net_nodes, plan, log_dir, t + (end - t) * first / (first + again),
+                              after_kill=lambda: end_leftover_steps(config, run.job, before, log))
     run.phases["network"] = round(time.monotonic() - t, 2)
     t = time.monotonic()
     judge(config, run, net_nodes, topology)
     run.switch_of = switch_of
+    retest = (run.analysis or {}).get("retest_plan") or []
+    if retest and end - time.monotonic() >= 3:
+        run.retest_plan = retest
+        run.phases["judge"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
+        more = run_network(cfg, net_nodes, [[tuple(p) for p in rnd] for rnd in retest], log_dir, end, "retest",
+                           gpu=False, after_kill=lambda: end_leftover_steps(config, run.job, before, log))
+        run.raw += [dict(m, retest=1) for m in more]
+        for rnd in retest:
+            for a, b in rnd:
+                run.pairs.setdefault(a, []).append(b)
+                run.pairs.setdefault(b, []).append(a)
+        run.phases["retest"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
+        judge(config, run, net_nodes, topology)
     run.phases["judge"] = round(time.monotonic() - t, 2)
 
 
