@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
-from slurmqual.burnin.analyze import Params  # noqa: E402
+from slurmqual.burnin.judge.analyze import Params  # noqa: E402
 from slurmqual.preflight import judge  # noqa: E402
 from slurmqual.preflight.flow import rounds_for, speed_reason  # noqa: E402
 
@@ -97,7 +97,7 @@ class Alloc:
 
 
 def topology_for(alloc: Alloc, tmp: str):
-    from slurmqual.burnin.topology import from_config
+    from slurmqual.burnin.judge.topology import from_config
 
     leaves: dict[str, list[str]] = {}
     for x, s in alloc.leaf_of.items():

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from slurmqual.burnin.analyze import Params
-from slurmqual.burnin.plan import rounds
+from slurmqual.burnin.judge.analyze import Params
+from slurmqual.burnin.judge.plan import rounds
 from slurmqual.preflight import judge
 from slurmqual.preflight.choose import choose, output_paths, rank, remove_outputs, write_exclude, write_outputs
 from slurmqual.preflight.flow import (PreflightError, Request, allocation, drain_bad, partners, preflight,
@@ -152,7 +152,7 @@ def test_a_slow_nic_fails_its_node_naming_the_nic():
 
 
 def test_a_slow_switch_is_not_a_slow_node_against_stored_medians(tmp_path):
-    from slurmqual.burnin.topology import from_config, switch_of
+    from slurmqual.burnin.judge.topology import from_config, switch_of
 
     nodes = nodes_of(12)
     conf = tmp_path / "topology.conf"

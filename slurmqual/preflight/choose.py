@@ -29,7 +29,7 @@ OUTPUTS = ("hosts", "nodelist", "master")
 def rank(scores: dict[str, float | None]) -> list[str]:
     """Best first: higher score first; nodes without a score (speed not
     judged) after those with one, each in name order."""
-    from ..burnin.analyze import _natural
+    from ..burnin.judge.analyze import _natural
 
     return sorted(scores, key=lambda n: (scores[n] is None, -(scores[n] or 0.0), _natural(n)))
 

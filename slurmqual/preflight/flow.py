@@ -112,7 +112,7 @@ def rounds_for(nodes: list[str], switch_of: dict[str, str] | None, minimum: int)
     node out each round: one more round). The switch-aware plan (within
     leaves first, then across) where it gives everyone that many, with a
     round more if needed; else the plain circle, which always does."""
-    from ..burnin.plan import circle, rounds
+    from ..burnin.judge.plan import circle, rounds
 
     want = min(minimum, len(nodes) - 1)
     count = minimum + (len(nodes) % 2)
@@ -220,7 +220,7 @@ def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float
     rounds; each batch gets an even share of the time left. `after_kill()`
     runs after a batch that had a step killed (its Slurm step may live on,
     holding its nodes' CPUs and GPUs from the next round)."""
-    from ..burnin.task import run_batch, run_rail_batch
+    from ..burnin.run.task import run_batch, run_rail_batch
 
     batches = []
     if gpu and cfg.get("gpu_tests"):
@@ -237,7 +237,7 @@ def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float
         until = time.monotonic() + share
         done = len(raw)
         if kind == "gpu":
-            from ..burnin.gputask import run_gpu_tests
+            from ..burnin.run.gputask import run_gpu_tests
 
             raw += run_gpu_tests(dict(cfg, gpu_test_s=max(1, int(share * 0.6))), nodes, log_dir, None)
         elif kind == "nccl":
@@ -302,7 +302,7 @@ def end_leftover_steps(config, job: str, before: set[str] | None, log, wait_s: f
 def stored_levels(config, nodes: list[str], notes: list[str]) -> tuple[dict[str, float], dict]:
     """(fleet medians of the last full burn-in, baselines of these nodes) from
     the store; an unreadable store is a note, not a failure."""
-    from ..burnin.store import existing
+    from ..burnin.results.store import existing
 
     try:
         with existing(config["store"]["path"]) as store:
@@ -316,7 +316,7 @@ def stored_levels(config, nodes: list[str], notes: list[str]) -> tuple[dict[str,
 
 def speed_reason(analysis: dict, node: str) -> str:
     """The burn-in's own drain reason, after its 'slurmqual: burnin: '."""
-    from ..burnin.runner import drain_reason
+    from ..burnin.run.runner import drain_reason
 
     score = (analysis["nodes"].get(node) or {}).get("score")
     text = drain_reason(analysis, node, score or 0.0)
@@ -324,7 +324,7 @@ def speed_reason(analysis: dict, node: str) -> str:
 
 
 def judge(config, run: Run, net_nodes: list[str], topology) -> None:
-    from ..burnin.runner import params
+    from ..burnin.run.runner import params
 
     levels, baselines = stored_levels(config, run.nodes, run.notes)
     analysis = None
@@ -426,7 +426,7 @@ def record(config, run: Run, log) -> None:
 def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run:
     """Run it; the Run says what happened (exit_code included). Raises
     PreflightError before anything ran (not in a job, bad arguments)."""
-    from ..burnin.runner import sigterm_raises
+    from ..burnin.run.runner import sigterm_raises
 
     pf = config["preflight"]
     job, nodes = allocation(env)
@@ -469,8 +469,8 @@ def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run
 
 def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir: str, start: float, end: float,
            log, before: set[str] | None = None) -> None:
-    from ..burnin.runner import switch_map
-    from ..burnin.topology import TopologyError, from_config
+    from ..burnin.run.runner import switch_map
+    from ..burnin.judge.topology import TopologyError, from_config
 
     t = time.monotonic()
     checks_until = min(end, t + max(15.0, config["hooks"]["deadline_s"] + 10.0), t + (end - t) * 0.4)

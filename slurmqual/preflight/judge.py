@@ -1,6 +1,6 @@
 """What a preflight's measurements say about each node.
 
-The network is judged by the burn-in's own analysis (`burnin.analyze`), never
+The network is judged by the burn-in's own analysis (`burnin/judge/analyze.py`), never
 by a second set of rules: against the fleet's stored medians per key (the
 store the burn-ins fill) when there are some, so an allocation of 2 to 16
 nodes can be judged with no fleet around it; without them against the
@@ -88,7 +88,7 @@ def judged_measurements(raw: list[dict], levels: dict[str, float], mode: str) ->
     per-node and per-GPU lines, which never pass a node alone) count."""
     if mode != "fleet" or not levels:
         return raw if mode != "none" else []
-    from ..burnin.analyze import Measurement, split_key
+    from ..burnin.judge.analyze import Measurement, split_key
 
     out = []
     for d in raw:
@@ -103,7 +103,7 @@ def analyse(raw: list[dict], scope: list[str], params, baselines: dict, levels: 
             topology, min_own: int) -> tuple[dict | None, str, list[str]]:
     """Judge the network with the burn-in's analysis: (analysis dict or None
     when speed is not judged, mode, notes for the report)."""
-    from ..burnin.analyze import Measurement, analyze
+    from ..burnin.judge.analyze import Measurement, analyze
 
     notes: list[str] = []
     ms = [Measurement.from_dict(d) for d in raw]
