@@ -197,17 +197,19 @@ def read_check_reports(text: str, nodes: list[str]) -> dict[str, dict]:
     return out
 
 
-def run_checks(config, nodes: list[str], level: str, log_dir: str, deadline: float) -> dict[str, dict]:
+def run_checks(config, nodes: list[str], level: str, log_dir: str, deadline: float) -> tuple[dict[str, dict], bool]:
+    """(node -> its check report, whether the step had to be killed)."""
     log = os.path.join(log_dir, "checks.log")
     try:
         proc, fh = start_logged(check_argv(config, nodes, level), log)
     except OSError as exc:
         raise PreflightError(f"cannot start the checks step: {exc}") from None
-    if reap(proc, fh, deadline):
+    killed = reap(proc, fh, deadline)
+    if killed:
         with open(log, "a") as out:
             out.write("# slurmqual: checks step killed at its share of the time budget\n")
     with open(log, encoding="utf-8", errors="replace") as fh:
-        return read_check_reports(fh.read(8 << 20), nodes)
+        return read_check_reports(fh.read(8 << 20), nodes), killed
 
 
 def network_batches(cfg: dict, rounds: int, gpu: bool = True) -> int:
@@ -474,7 +476,9 @@ def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir
 
     t = time.monotonic()
     checks_until = min(end, t + max(15.0, config["hooks"]["deadline_s"] + 10.0), t + (end - t) * 0.4)
-    run.reports = run_checks(config, nodes, level, log_dir, checks_until)
+    run.reports, killed = run_checks(config, nodes, level, log_dir, checks_until)
+    if killed:  # a node whose checks hung keeps its task: ended before the pair rounds
+        end_leftover_steps(config, run.job, before, log)
     run.phases["checks"] = round(time.monotonic() - t, 2)
     net_nodes = [n for n in nodes if judging.check_outcome(run.reports.get(n))[0] not in ("fail", "missing")]
     topology = None

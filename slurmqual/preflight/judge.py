@@ -199,6 +199,8 @@ def outcomes(nodes: list[str], reports: dict[str, dict], raw: list[dict], analys
             o.notes.append("below the line within the noise margin: a burn-in would retest it")
         elif o.speed == "untested" and analysis is not None:
             o.verdict = "untested"
+            if not v.get("why"):
+                o.notes.append("the analysis could not judge it (too few valid pair measurements)")
         out[n] = o
     return out
 
