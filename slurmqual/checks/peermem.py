@@ -54,10 +54,10 @@ def judge_dmabuf(drv: nvidia.Driver, kernel: str) -> CheckResult:
 def run(ctx) -> CheckResult:
     if ctx.config["node"]["gpudirect"] == "dmabuf":
         return judge_dmabuf(nvidia.driver(ctx.fs), nvidia.kernel_release(ctx.fs))
-    result = judge_peermem(ctx.modules())
-    # Only on the failure path: a node without RDMA devices, where none are
-    # expected, has no GPUDirect RDMA (nvidia_peermem needs ib_core to load).
-    if result.status is Status.FAIL and not ctx.config["fabric"]["nics"] and not ctx.ports():
+    # A node without RDMA devices, where none are expected, has no GPUDirect RDMA
+    # (nvidia_peermem needs ib_core to load). ctx.ports() is nic_link's listing
+    # too (read once per run), so the prolog pays nothing for asking first.
+    if not ctx.config["fabric"]["nics"] and not ctx.ports():
         return CheckResult(NAME, Status.NA, "no RDMA devices on this node (none expected): GPUDirect RDMA "
                            "not applicable")
-    return result
+    return judge_peermem(ctx.modules())
