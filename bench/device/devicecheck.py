@@ -138,6 +138,9 @@ def hooks(args) -> int:
             tail = fh.read().splitlines()[-8:]
         print("  hook log (last lines):")
         print("\n".join(f"    {ln[:300]}" for ln in tail))
+        if any("cannot read node state from Slurm" in ln for ln in tail):
+            print("  (no Slurm on this machine: the epilog and health check cannot ask it for the node's state; "
+                  "they log it and exit 0, as on a node whose slurmctld is down)")
     return 1 if bad else 0
 
 
@@ -152,7 +155,10 @@ def tools(args) -> int:
 
     config = load(args.config, use_cache=False)
     node = os.uname().nodename.split(".")[0]
-    gpus = config["node"]["gpus"] or 1
+    gpus = config["node"]["gpus"]
+    if not gpus:
+        print(f"  node.gpus = {gpus} in the config init wrote: no GPU to run the tools on (not run)")
+        return 0
     cfg = dict(config["burnin"], gpu_tools_dir=args.tools_dir, gpu_test_s=args.seconds, gpus_per_node=gpus,
                nccl_tests_dir=args.nccl_tests_dir or args.tools_dir, launcher="srun", srun_mpi="none",
                min_bytes="8M", max_bytes=args.max_bytes, test_time_limit="00:03:00")
