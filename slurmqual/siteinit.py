@@ -77,6 +77,9 @@ def read_node(root: str = "/", command_timeout: float = 10.0) -> Reading:
             step(ctx, out)
         except FsError as exc:
             out.skipped.append(f"{step.__name__.lstrip('_')}: cannot read {exc.path}: {exc.reason}")
+        except Exception as exc:  # noqa: BLE001 - a reader's bug costs its keys, not the whole file
+            out.skipped.append(f"{step.__name__.lstrip('_')}: internal error {type(exc).__name__}: {exc} "
+                               "(a slurmqual bug: please report)")
     return out
 
 

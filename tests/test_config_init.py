@@ -306,3 +306,15 @@ def test_a_roce_port_without_dcqcn_sysfs_is_ignored_not_a_rail(tmp_path, capsys)
     cfg = siteinit.parse_written(text, False, "t")
     got = results(root, cfg)
     assert all(r.status in (Status.PASS, Status.NA) for r in got.values()), got
+
+
+def test_a_reader_bug_costs_its_keys_not_the_file(tmp_path, capsys, monkeypatch):
+    def broken(_fs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(siteinit.nvidia, "gpu_models", broken)
+    root = tree(tmp_path, "h100-ib-healthy")
+    rc, text, _err = init(capsys, root)
+    data = tomllib.loads(text)
+    assert "gpu_model" not in data["node"] and data["fabric"]["nics"] == 8 and rc == 0
+    assert "gpus: internal error RuntimeError: boom (a slurmqual bug: please report)" in text
