@@ -380,3 +380,21 @@ def test_a_retest_round_reruns_nvbandwidth_for_a_gpu_its_sm_testcases_left_retes
     nodes = {"n01": {"gpus": {"0": {"h2d_sm": {"test": "h2d_sm", "verdict": "retest"}}}},
              "n02": {"gpus": {"0": {"h2d_sm": {"test": "h2d_sm", "verdict": "pass"}}}}}
     assert retest_tools(nodes) == {"n01": ["nvbandwidth"]}
+
+
+def test_a_one_gpu_node_has_no_nvlink_test_where_nvbandwidth_waives_device_to_device():
+    """nvbandwidth waives device-to-device testcases on one GPU ("Waived:" in
+    text, status "Waived" in -j): the burn-in lines carry no nvlink test for
+    it (n/a), where they said "untested" and the node could never pass."""
+    from slurmqual.burnin.run.gputask import lines_of
+
+    for name in ("nvbandwidth_v0.6_GH200_all_testcases_superbench.log",
+                 "nvbandwidth_v0.5_json_1gpu_default_run_waived_dcgm_tests.json"):
+        r = real(name)
+        lines = lines_of("nvbandwidth", "n1", r, 1, None, "gpu-nvbandwidth-n1.log")
+        assert "nvlink" not in {d["test"] for d in lines}, name
+        assert "nvlink" in r.waived
+        assert {d["test"] for d in lines if d["ok"]} >= {"h2d", "d2h"}
+    # eight GPUs with their device-to-device matrix: nothing waived, NVLink measured
+    r = real("nvbandwidth_v0.10_7x_B300_default_run_ce_2026_EXCERPT.txt")
+    assert r.waived == [] and {d["test"] for d in lines_of("nvbandwidth", "n1", r, 7, None, "x") if d["ok"]} >= {"nvlink"}

@@ -89,10 +89,11 @@ class GpuResult:
     problems: list[str] = field(default_factory=list)
     readings: list[GpuReading] = field(default_factory=list)
     version: str | None = None
+    waived: list[str] = field(default_factory=list)  # tests the tool waived here (n/a: device to device on one GPU)
 
     def to_dict(self) -> dict:
         return {"tool": self.tool, "ok": self.ok, "problems": self.problems, "version": self.version,
-                "readings": [r.to_dict() for r in self.readings]}
+                "readings": [r.to_dict() for r in self.readings], **({"waived": self.waived} if self.waived else {})}
 
 
 def _lines(text: str) -> list[str]:
@@ -332,6 +333,8 @@ def parse_nvbandwidth(text: str) -> GpuResult:
     unsummed = False              # a testcase started and no SUM line yet
     described: str | None = None  # the testcase the matrix description names (no Running line)
     matrix: list[list[float | None]] | None = None
+    waived = False                # a `Waived:` line (the text names no testcase)
+    width = 0                     # the most GPUs a matrix row covered
 
     def keep(name: str | None) -> None:
         if matrix and name and name not in cases:
@@ -363,6 +366,9 @@ def parse_nvbandwidth(text: str) -> GpuResult:
             current = current if current and name.startswith(current + "_") else None
             described, matrix, unsummed = None, None, False
             continue
+        if s.startswith("Waived"):
+            waived = True
+            continue
         if any(f in s for f in _NV_FAILURES):
             where = current or described
             res.problems.append(f"failure{' in ' + where if where else ''}: {s[:160]}")
@@ -380,10 +386,15 @@ def parse_nvbandwidth(text: str) -> GpuResult:
             continue  # the column header row
         try:
             matrix.append([_cell(t) for t in toks[1:]])
+            width = max(width, len(toks) - 1, int(toks[0]) + 1)
         except ValueError:
             res.problems.append(f"unreadable row in {current or described}: {s[:80]!r}")
     if unsummed or matrix:
         res.problems.append(f"incomplete run: {current or described or 'a matrix'} has no SUM line")
+    if waived and (len(devices) == 1 if devices else width <= 1):
+        # one GPU (its `Device 0:` line, else one-column matrices): nvbandwidth
+        # waives its device-to-device testcases (`Waived:`, no name in text)
+        res.waived = ["nvlink", "nvlink_sm"]
     _nv_readings(res, cases, devices)
     return res
 
@@ -431,7 +442,10 @@ def parse_nvbandwidth_json(text: str) -> GpuResult:
         if not isinstance(case, dict) or case.get("name") not in NVBANDWIDTH_TESTS:
             continue
         if case.get("status") == "Waived":
-            continue  # nvbandwidth waives what the system cannot run (device to device on one GPU)
+            # nvbandwidth waives what the system cannot run (device to device on one GPU)
+            if NVBANDWIDTH_TESTS[case["name"]] not in res.waived:
+                res.waived.append(NVBANDWIDTH_TESTS[case["name"]])
+            continue
         if case.get("status") != "Passed":
             res.problems.append(f"{case.get('name')}: {case.get('status')} {case.get('error', '')}".strip()[:160])
             continue

@@ -57,6 +57,8 @@ def lines_of(tool: str, node: str, result: GpuResult, gpus: int, task: int | Non
         out.append(d)
         seen.add((r.test, r.gpu))
     for test, unit in TOOL_TESTS[tool].items():
+        if test in result.waived and test not in {r.test for r in result.readings}:
+            continue  # the tool waived it here (device to device on a one-GPU node): n/a, not untested
         for g in range(gpus):
             if (test, g) not in seen:
                 out.append({"nodes": [node], "gpu": g, "test": test, "value": None, "unit": unit, "ok": False,
