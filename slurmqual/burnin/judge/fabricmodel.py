@@ -55,9 +55,17 @@ class Paths:
     def __post_init__(self) -> None:
         t = self.topology
         whole: dict[str, set[str]] = {n: {s} for n, s in t.node_switch.items()}
-        for (n, _rail), s in t.rail_switch.items():
+        on_rail: dict[str, set[str]] = {}
+        for (n, rail), s in t.rail_switch.items():
             whole.setdefault(n, set()).add(s)
+            on_rail.setdefault(rail, set()).add(s)
         self._whole = {n: frozenset(s) for n, s in whole.items()}
+        self._node_leaves = frozenset(t.node_switch.values())
+        self._on_rail = on_rail
+
+    def on_key(self, switch: str, rail: str | None) -> bool:
+        """Can a measurement on `rail` (None: the whole node) go through `switch`?"""
+        return rail is None or switch in self._node_leaves or switch in self._on_rail.get(rail, ())
 
     def leaves(self, node: str, rail: str | None) -> frozenset[str]:
         """The leaves a measurement of `node` goes through on `rail` (None: the whole node)."""
@@ -94,7 +102,7 @@ def explain_switches(by_key: dict[str, list["Measurement"]], findings: list[Swit
         ms = by_key.get(key)
         if not ms:
             continue
-        todo = [s for s in found if s not in on_key.get(key, ())]
+        todo = [s for s in found if s not in on_key.get(key, ()) and paths.on_key(s, rail)]
         if not todo:
             continue
         g = link_values(ms)

@@ -65,8 +65,8 @@ def clean_noise(ratios: list[float], floor: float) -> float:
     """Relative spread of pairs between nodes not under suspicion, as an
     upper bound: the standard deviation of the bulk (values more than 3
     robust sds below the median, transient hits and stragglers, left out;
-    the high side kept whole, so a heavy-tailed spread still widens it),
-    plus two sds of its own uncertainty. With the slow nodes' pairs out
+    the high side kept whole), plus two sds of its own uncertainty; never
+    more than the upper half's MAD with its own bound (heavy tails). With the slow nodes' pairs out
     (pairs.healthy_noise) the sample is clean: a standard deviation has
     more than twice the precision of the upper half's MAD, and the bound
     for its uncertainty is that much tighter (a 16-node fleet read 0.034
@@ -83,7 +83,9 @@ def clean_noise(ratios: list[float], floor: float) -> float:
         return few
     mean = sum(keep) / len(keep)
     sd = math.sqrt(sum((r - mean) ** 2 for r in keep) / (len(keep) - 1)) / mean
-    return max(sd * (1 + 2 / math.sqrt(2 * (len(keep) - 1))), floor)
+    # A heavy-tailed spread (student-t) blows a standard deviation up far
+    # past the bulk's: the MAD's bound is then the smaller, and the one kept.
+    return max(min(sd * (1 + 2 / math.sqrt(2 * (len(keep) - 1))), few), floor)
 
 
 def top_half(values: list[float]) -> list[float]:

@@ -558,6 +558,14 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
                 verdicts[n], score[n] = "pass", est
                 leaning.pop(n, None)
     own = own_levels(g, score, convicted, line, sigma, bad)
+    # Below the line only through partners under suspicion: a slow partner
+    # (not convicted: the noise left it `retest`) is not this node's fault.
+    # At or above the line over two or more partners not under suspicion, it passes.
+    for n, x in own.items():
+        if verdicts.get(n) == "retest" and x is not None and x >= line and score[n] is not None and \
+                _clean_partners(g, n, score, convicted, line, bad) >= 2:
+            verdicts[n], score[n] = "pass", x
+            leaning.pop(n, None)
     info = {"pairs": len(g.value), "measured": len(ms),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
@@ -566,6 +574,12 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             "transient_rate": round(judge.hits.rate, 4) if judge.hits else 0.0}
     return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning,
                      {n: _r(x) for n, x in own.items() if x != score.get(n)})
+
+
+def _clean_partners(g: PairGraph, n: str, score: dict, convicted: set[str], line: float, bad: set[Pair]) -> int:
+    """How many of `n`'s partners are not under suspicion (nor its suspect links)."""
+    return sum(1 for q, _v in g.adj[n] if q not in convicted and (score.get(q) or 0) >= line
+               and ((n, q) if n < q else (q, n)) not in bad)
 
 
 def own_levels(g: PairGraph, score: dict[str, float | None], convicted: set[str], line: float, sigma: float,
