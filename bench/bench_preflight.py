@@ -12,7 +12,9 @@
    - heavy tail: 1.5% noise and transient hits on 3% of pairs (0.7-0.9);
    - slow NIC: one node's rail 1 of 4 at 0.5 (per-rail lines beside nccl-tests);
    - slow link: one pair at 0.6 between two healthy nodes (no end may fail);
-   - slow switch: one leaf of 8 nodes at 0.8 with the topology known (no node may fail).
+   - slow switch: one leaf of 8 nodes at 0.8 with the topology known: its
+     nodes are the "bad" ones here (slow for a job: *found* means left out of
+     --need), and none may *fail* (a switch is not a node: never drained).
    A slow node / NIC is *found* when it is not `pass` (not chosen by --need);
    *failed* when its verdict is `fail` (drained with --drain). A healthy node
    is *dropped* when it is not `pass`; *false fail* when `fail`.
@@ -141,7 +143,9 @@ def trial(size: int, family: str, stored: bool, seed: int, tmp: str, partners: i
     elif what == "switch":
         if size < 16:
             return {}
-        a.leaf[rng.choice(sorted(set(a.leaf_of.values())))] = 0.8
+        slow = rng.choice(sorted(set(a.leaf_of.values())))
+        a.leaf[slow] = 0.8
+        bad = {x for x, s in a.leaf_of.items() if s == slow}  # slow for a job, but no node to drain
         topo = topology_for(a, tmp)
     switch_of = a.leaf_of if topo is not None else None
     plan = rounds_for(a.nodes, switch_of, partners)

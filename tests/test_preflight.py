@@ -299,3 +299,69 @@ def test_a_malformed_preflight_entry_in_a_state_file_is_a_state_error():
     assert NodeState.from_dict({"node": "n1", "preflight": {"time": 1.0, "verdict": "fail"}}).preflight["verdict"] == "fail"
     with pytest.raises(StateError, match="preflight"):
         NodeState.from_dict({"node": "n1", "preflight": "fail"})
+
+
+def test_the_checks_step_runs_the_hooks_list_for_the_level(tmp_path):
+    from slurmqual.preflight.flow import check_argv
+
+    config = _config(tmp_path)
+    fast = check_argv(config, ["n1", "n2", "n3"], "fast")
+    assert fast[:5] == ["srun", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1", "--nodelist=n[1-3]"]
+    assert fast[fast.index("--only") + 1].split(",") == config.checks_for("prolog")
+    std = check_argv(config, ["n1"], "standard")
+    assert std[std.index("--only") + 1].split(",") == config.checks_for("healthcheck")
+    assert "--only" not in check_argv(config, ["n1"], "slow")  # every check
+    assert fast[fast.index("--config") + 1] == config.path
+
+
+def test_settings_judge_at_the_reference_size_only_and_gpu_tools_on_request(tmp_path):
+    from slurmqual.config import load
+    from slurmqual.preflight.flow import settings
+
+    path = tmp_path / "c.toml"
+    path.write_text('[burnin]\ngpu_tests = ["gpu_burn"]\nrails = ["mlx5_0"]\nreference_size = 1073741824\n'
+                    '[preflight]\nrail_duration_s = 2\n')
+    config = load(str(path), use_cache=False)
+    cfg = settings(config, Request())
+    assert cfg["min_bytes"] == cfg["max_bytes"] == "1073741824" and cfg["rail_duration_s"] == 2
+    assert cfg["gpu_tests"] == [] and cfg["rails"] == ["mlx5_0"] and cfg["tests"] == ["all_reduce_perf"]
+    assert settings(config, Request(gpu_tools=True))["gpu_tests"] == ["gpu_burn"]
+
+
+def test_outcomes_recorded_in_history_status_and_metrics(tmp_path):
+    from slurmqual import events, nodestate
+    from slurmqual.config import load
+    from slurmqual.preflight.flow import record
+
+    path = tmp_path / "c.toml"
+    path.write_text(f'[hooks]\nstate_dir = "{tmp_path}/state"\nmetrics_dir = "{tmp_path}/metrics"\n')
+    config = load(str(path), use_cache=False)
+    run = Run("31", ["a", "b"], "fast", 60, None)
+    run.outcomes = {"a": judge.NodeOutcome("a", verdict="pass", checks="pass", score=1.01),
+                    "b": judge.NodeOutcome("b", verdict="fail", checks="pass", score=0.52,
+                                           reason="mlx5_1 (rail 1) 176 Gb/s < 90% of median 392")}
+    run.drained = {"b": "slurmqual: preflight: mlx5_1 (rail 1) 176 Gb/s < 90% of median 392"}
+    record(config, run, log=lambda m: None)
+    spooled = [ev for _p, ev in events.pending(f"{tmp_path}/state")]
+    assert {(e["node"], e["kind"]) for e in spooled} == {("a", "preflight"), ("b", "preflight"), ("b", "drain")}
+    assert any(e["detail"] == "preflight: job 31: fail: mlx5_1 (rail 1) 176 Gb/s < 90% of median 392 "
+               "(score 0.52 of median)" for e in spooled), spooled
+    st = nodestate.read(f"{tmp_path}/state", "b")
+    assert st.preflight["verdict"] == "fail" and st.preflight["job"] == "31" and st.preflight["drained"] is True
+    prom = open(f"{tmp_path}/metrics/slurmqual_preflight_node_b.prom").read()
+    assert 'slurmqual_preflight_passed{job="31",node="b",verdict="fail"} 0.0' in prom
+    assert 'slurmqual_preflight_score_ratio{node="b"} 0.52' in prom
+
+
+def test_a_user_who_cannot_write_the_state_dir_gets_a_note_not_a_failure(tmp_path):
+    from slurmqual.config import load
+    from slurmqual.preflight.flow import record
+
+    (tmp_path / "state").write_text("not a directory")
+    path = tmp_path / "c.toml"
+    path.write_text(f'[hooks]\nstate_dir = "{tmp_path}/state"\n')
+    config = load(str(path), use_cache=False)
+    run = Run("32", ["a"], "fast", 60, None)
+    run.outcomes = {"a": judge.NodeOutcome("a", verdict="pass", checks="pass")}
+    record(config, run, log=lambda m: None)
+    assert any(n.startswith(f"outcomes not recorded in {tmp_path}/state") for n in run.notes), run.notes
