@@ -201,7 +201,8 @@ def test_all_reduce_and_alltoall_keep_separate_verdicts_and_baselines(cluster):
 # n5 is a little slow with each of its first-round partners (n4, n6, n8 in the circle
 # method's rounds 0-2): below the line, inside the noise margin, so `retest`. Retest
 # round 1 pairs it with two proven-good nodes it has not met, where it runs at full
-# speed (the first partners' links were the trouble): with all measurements, a pass.
+# speed (the first partners' links were the trouble): with all measurements, a pass, and its
+# slow links suspect: round 2 measures them again (both ends with new partners), still slow.
 BORDERLINE = {"links": {"n4,n5": 0.89, "n5,n6": 0.89, "n5,n8": 0.89}, "noise": 0.0, "seed": 7}
 
 
@@ -237,10 +238,17 @@ def test_a_borderline_node_is_retested_and_decided_within_the_run(cluster):
         assert any("retest round 1 of 2 submitted" in x for x in row["failing_checks"])
     a = finish(cluster, run_dir)
     w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "60")
-    assert "retest round 1 of 2" in w.stdout and "decided after 1 retest round(s) of 2" in w.stdout
-    assert a["retest"]["round"] == 1 and a["retest"]["final"] is True
+    # n5 passes with its new partners: its first partners' links are the slow ones, and round 2
+    # measures each such link again (both ends with new partners too); still slow, they are named.
+    second = stage(run_dir, 2)
+    slow = {frozenset(k.split(",")) for k in BORDERLINE["links"]}
+    again = [frozenset(p) for rnd in second["rounds"] for p in rnd if frozenset(p) in slow]
+    assert second["state"] == "submitted" and again and len(again) == len(set(again))
+    assert "retest round 2 of 2" in w.stdout and "decided after 2 retest round(s) of 2" in w.stdout
+    assert a["retest"]["round"] == 2 and a["retest"]["final"] is True
     assert a["nodes"]["n5"]["verdict"] == "pass" and a["drain"] == []
     assert {v["verdict"] for v in a["nodes"].values()} == {"pass"}
+    assert a["suspect_links"] and {frozenset(x[:2]) for x in a["suspect_links"]} <= slow
     with open(os.path.join(run_dir, "results", "task-r1-0.json")) as fh:
         res = json.load(fh)
     # The round's pairs, and each of its nodes' intra-node test again (one
