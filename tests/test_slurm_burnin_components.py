@@ -94,9 +94,13 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
     # The first analysis retests n7 in an automatic round of the same run, and
     # drains the NIC's node at once (it is decided; n7 is not, and is never drained undecided).
     first = wait_for(lambda: (x := stage(run_dir, 1)) and x["state"] == "submitted" and x, what="retest round 1")
-    assert first["suspects"] == [BORDERLINE] and first["of"] == 2, first
-    new = {q for rnd in first["rounds"] for p in rnd for q in p} - {BORDERLINE}
-    assert len(new) == 2 and not new & set(partners) and SLOW_NIC_NODE not in new
+    # n7, and its two slow links, named suspect already: each is measured again in the
+    # round, and both its ends meet new partners (the NIC's drained node is never one).
+    assert first["suspects"] == sorted([BORDERLINE, *partners[:2]]) and first["of"] == 2, first
+    pairs = {frozenset(p) for rnd in first["rounds"] for p in rnd}
+    assert {frozenset((BORDERLINE, p)) for p in partners[:2]} <= pairs
+    new = {q for p in pairs if BORDERLINE in p for q in p} - {BORDERLINE, *partners[:2]}
+    assert len(new) == 2 and not new & set(partners) and SLOW_NIC_NODE not in {q for p in pairs for q in p}
     a0 = wait_for(lambda: _analysis(run_dir), what="the first analysis.json")  # written after its drains
     if a0["retest"]["round"] == 0:  # (not yet overwritten by round 1's)
         assert a0["nodes"][SLOW_NIC_NODE]["verdict"] == "fail" and a0["nodes"][BORDERLINE]["verdict"] == "retest"
