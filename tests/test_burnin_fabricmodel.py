@@ -126,3 +126,24 @@ def test_a_node_is_below_its_baseline_by_its_own_effect_never_its_partners():
     # the whole fabric 15% slower: every node is below, a fleet-wide slowdown
     a = analyze(run(nodes, Fabric(noise=0.02, base=380 * 0.85), seed=1), nodes, baselines=base)
     assert sorted(a.below_baseline) == nodes and a.fleet_slowdown
+
+
+def test_a_link_measured_twice_is_slow_both_times_or_no_link():
+    """A retest round measures a suspect link again: a route at 0.6 reads
+    slow both times and stays named; a healthy pair whose first value was a
+    transient hit (0.55) and whose second is healthy is no link (the mean of
+    the two, 0.78, was below the margin of a twice-measured value)."""
+    nodes = names(256)
+    pairs = [p for g in groups(nodes, 16) for rnd in rounds(g, 3) for p in rnd]
+    route, hit = pairs[5], pairs[40]
+    ms = run(nodes, Fabric(link={route: 0.6}, noise=0.02), seed=3)
+    again = [m for m in ms if set(m.nodes) in ({*route}, {*hit})]
+    first = [m if set(m.nodes) != {*hit} else type(m)(m.nodes, m.busbw * 0.55, m.size, m.test,
+                                                      gpu_model=m.gpu_model, task=m.task, round=m.round)
+             for m in ms]
+    a = analyze(first, nodes)
+    assert {frozenset(x) for x in a.suspect_links} == {frozenset(route), frozenset(hit)}  # measured once: both
+    b = analyze(first + [type(m)(m.nodes, m.busbw, m.size, m.test, gpu_model=m.gpu_model, task=-1, round=9)
+                         for m in again], nodes)
+    assert [frozenset(x) for x in b.suspect_links] == [frozenset(route)]
+    assert b.drain == []

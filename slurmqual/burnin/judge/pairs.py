@@ -473,21 +473,36 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     links = []
     z_link = one_sided_z(alpha, len(g.value))
     healthy = level or line
+    repeated = sum(1 for vs in g.repeats.values() if len(vs) > 1)
     for (a, b), v in g.value.items():
         if a in convicted or b in convicted or v >= line:
             continue
-        r = len(g.repeats[(a, b)])
-        if v >= healthy * (1 - z_link * sigma / math.sqrt(r)):
+        vs = g.repeats[(a, b)]
+        r = len(vs)
+        if r == 2:
+            # Measured again (a retest round re-measures a suspect link):
+            # slow both times, each against one value's margin (the mean of
+            # a transient hit and a healthy value is not a slow link).
+            v, r_eff = max(vs), 1
+        else:
+            r_eff = r
+        if v >= line or v >= healthy * (1 - z_link * sigma / math.sqrt(r_eff)):
             continue
-        if hits is not None and hits.described and level and \
-                hits.below(v / level, 4 * sigma) * hits.rate ** r * len(g.value) >= alpha / MODEL_SAFETY:
-            continue
+        if hits is not None and hits.described and level:
+            # Where the fleet's transient hits explain it: measured once, by
+            # chance among all its pairs; measured again (selected for being
+            # low), among the pairs measured again, every later value a hit.
+            # Slow twice is named so that the next round measures it a third time.
+            if r == 1 and hits.below(v / level, 4 * sigma) * hits.rate * len(g.value) >= alpha / MODEL_SAFETY:
+                continue
+            if r >= 3 and hits.below(v / level, 4 * sigma) * hits.rate ** (r // 2) * repeated >= alpha:
+                continue
         # Both ends are fine elsewhere (another partner not convicted at or
         # above the line), and the link is clearly below what those fine
         # pairs read (a node a little slow, at 0.88, with one pair above the
         # line by noise would otherwise have its other pairs named as links).
         ends = [_fine_level(g, x, y, convicted, line) for x, y in ((a, b), (b, a))]
-        if all(e is not None and v < e * (1 - z_link * sigma / math.sqrt(r)) for e in ends):
+        if all(e is not None and v < e * (1 - z_link * sigma / math.sqrt(r_eff)) for e in ends):
             links.append([a, b])
     return sorted(links)
 
