@@ -20,7 +20,7 @@ from slurmqual.burnin.judge.plan import RoundState, met_of
 from slurmqual.burnin.records import Measurement
 from slurmqual.burnin.results import rundir
 from slurmqual.burnin.results.rundir import write_result
-from slurmqual.burnin.run import runner
+from slurmqual.burnin.run import retest, runner
 from slurmqual.slurm import SlurmError
 from slurmqual.slurm.adapter import NodeInfo
 from slurmqual.testing import FakeAdapter
@@ -193,6 +193,8 @@ def test_a_suspect_link_is_measured_again_and_both_ends_meet_new_partners():
         assert len(new) == 2 and not set(new) & met[end] and all(a.nodes[q]["verdict"] == "pass" for q in new)
     for rnd in a.retest_plan:  # a node once per round
         assert len(nodes_of([rnd])) == 2 * len(rnd)
+    # retest.plan_round (the benchmarks' way from raw lines) is the same plan
+    assert retest.plan_round(a, [m.to_dict() for m in ms], set()) == a.retest_plan
     after = analyze(ms + follow_up(a.retest_plan, fabric, 9, 4))
     assert after.suspect_links == [sorted([a_, b_])] and after.retest_plan == []
 

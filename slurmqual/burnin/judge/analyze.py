@@ -561,16 +561,10 @@ def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: li
                 trusted: set[str] | None, topology, rounds: RoundState | None) -> list[list[list[str]]]:
     """The next retest round (plan.next_round) from this run's pairs: partners
     met on any pair test, valid or not, and how often each pair was measured."""
-    from .plan import met_of, next_round
+    from .plan import met_of, next_round, repeats_of
 
     pairs = [m for m in measurements if len(m.nodes) == 2]
-    repeats: dict[tuple, int] = {}
-    for m in pairs:
-        k = (frozenset(m.nodes), m.key)
-        repeats[k] = repeats.get(k, 0) + 1
-    times: dict[frozenset[str], int] = {}
-    for (pair, _key), c in repeats.items():
-        times[pair] = max(times.get(pair, 0), c)
+    times = repeats_of((m.nodes, m.key) for m in pairs)
     state = rounds or RoundState()
     if state.switch_of is None and topology is not None:
         from .topology import switch_of

@@ -239,6 +239,20 @@ def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:
     return met
 
 
+def repeats_of(measured: Iterable[tuple[Sequence[str], str]]) -> dict[frozenset[str], int]:
+    """Pair -> how often it was measured on the key it was measured most on
+    (`measured`: (nodes, key) of every pair test): 2 and more, a link measured again."""
+    per: dict[tuple[frozenset[str], str], int] = {}
+    for nodes, key in measured:
+        if len(nodes) == 2:
+            k = (frozenset(nodes), key)
+            per[k] = per.get(k, 0) + 1
+    out: dict[frozenset[str], int] = {}
+    for (pair, _key), c in per.items():
+        out[pair] = max(out.get(pair, 0), c)
+    return out
+
+
 def rail_suspects(nodes: dict[str, dict]) -> list[str]:
     """Nodes failing a whole-node pair key while one of their rails is still
     `retest`: the part to replace (the node or that NIC) is not known yet, so

@@ -75,22 +75,12 @@ def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str
     """The next round's pair rounds (judge.plan.next_round, the one plan
     analyze() writes as `retest_plan`) for an analysis and the run's raw
     measurements: for callers that judged without a RoundState."""
-    from ..judge.plan import next_round
+    from ..judge.plan import met_of, next_round, repeats_of
 
     st = state or RoundState(switch_of=switch_of, partners=partners)
-    pairs = [tuple(m.get("nodes") or ()) for m in raw if len(m.get("nodes") or ()) == 2]
-    times: dict[tuple, int] = {}
-    for m in raw:
-        nodes = m.get("nodes") or ()
-        if len(nodes) == 2:
-            k = (frozenset(nodes), m.get("test"), m.get("rail"))
-            times[k] = times.get(k, 0) + 1
-    repeats: dict[frozenset[str], int] = {}
-    for (pair, _t, _r), c in times.items():
-        repeats[pair] = max(repeats.get(pair, 0), c)
-    from ..judge.plan import met_of
-
-    return next_round(analysis.nodes, analysis.suspect_links, met_of(pairs), repeats, trusted, st)
+    pairs = [m for m in raw if len(m.get("nodes") or ()) == 2]
+    repeats = repeats_of((m["nodes"], f"{m.get('test')}:{m.get('rail')}") for m in pairs)
+    return next_round(analysis.nodes, analysis.suspect_links, met_of(m["nodes"] for m in pairs), repeats, trusted, st)
 
 
 def suspects_in(rounds: list[list[list[str]]]) -> list[str]:
