@@ -7,6 +7,15 @@ the median time and its ratio to the targets: all nodes < 1 s, one node < 0.2 s.
 
 The grown store takes minutes to build; it is kept under $TMPDIR keyed on the
 size and on the store code, so a second run measures at once.
+
+`--adapters`: the same `status` of 4,096 nodes read from one real Slurm 25.11
+cluster (tests/slurmbuild.py, tests/slurmcluster.py: slurmctld knows 4,096
+nodes, every 97th drained with a reason) through each adapter: pyslurm
+(libslurm RPCs), the CLI (`scontrol show nodes --json`; `sinfo --json` groups
+nodes from 23.02, its bare time is printed beside) and slurmrestd (JWT).
+Prints, per adapter, the whole command (process start, the pyslurm probe,
+config) and the adapter's `node_info()` alone in a warm process. Needs root
+and ../shared/sources.
 """
 
 from __future__ import annotations
@@ -144,5 +153,81 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+ADAPTERS = ("pyslurm", "cli", "rest")
+
+
+def _adapter_config(work: str, cluster, adapter: str, token_file: str | None, url: str | None) -> str:
+    cfg = os.path.join(work, f"{adapter}.toml")
+    rest = f'[slurm.rest]\nurl = "{url}"\nuser = "root"\ntoken_file = "{token_file}"\n' if adapter == "rest" else ""
+    with open(cfg, "w") as fh:
+        fh.write(f'[slurm]\nadapter = "{adapter}"\nslurm_conf = "{cluster.conf}"\nbin_dir = "{cluster.bin_dir}"\n'
+                 f'timeout_s = 60\n{rest}[hooks]\nstate_dir = "{work}/state"\n[store]\npath = "{work}/s.db"\n')
+    return cfg
+
+
+def _in_process(cfg: str, repeat: int) -> tuple[float, float, int]:
+    """(best, median) seconds of adapter.node_info() for all nodes, in one warm
+    process (the first call, which loads pyslurm or reads slurmrestd's OpenAPI
+    document, is left out), and the node count."""
+    code = ("import statistics, sys, time\nfrom slurmqual.config import load\nfrom slurmqual.slurm import get_adapter\n"
+            f"a = get_adapter(load({cfg!r}))\nn = len(a.node_info())\nts = []\n"
+            f"for _ in range({repeat}):\n    t = time.perf_counter(); a.node_info(); ts.append(time.perf_counter() - t)\n"
+            "print(min(ts), statistics.median(ts), n)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600)
+    best, med, n = out.stdout.split()
+    return float(best), float(med), int(n)
+
+
+def adapters_main() -> int:
+    """status of N nodes through pyslurm, the CLI and REST, on one real 25.11 cluster."""
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    import slurmbuild
+    from slurmcluster import Cluster
+
+    why = slurmbuild.why_unavailable("25.11") or (None if os.geteuid() == 0 else "needs root")
+    if why:
+        print(f"bench_status --adapters: Slurm 25.11 unavailable: {why}", file=sys.stderr)
+        return 2
+    slurmbuild.install_pyslurm(sys.executable, "25.11")
+    work = tempfile.mkdtemp(prefix="sq-status-adapters-")
+    os.chmod(work, 0o755)
+    c = Cluster(os.path.join(work, "cluster"), 2, version="25.11")
+    try:
+        c.start(jwt=True)
+        # The fleet slurmctld knows (no slurmd behind it: reads only), added by reconfigure.
+        with open(c.conf, "a") as fh:
+            fh.write(f"NodeName=gpu[0001-{N:04d}] NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=IDLE\n"
+                     f"PartitionName=gpu Nodes=gpu[0001-{N:04d}] State=UP\n")
+        c.run("scontrol", "reconfigure", timeout=120)
+        c.wait_for(lambda: len(c.nodes()) == N + 2, 120, f"{N} more nodes after reconfigure")
+        url = c.start_rest()
+        from slurmqual.slurm import compress
+
+        drained = [n for i, n in enumerate(names()) if i % 97 == 0]
+        c.run("scontrol", "update", f"nodename={compress(drained)}", "state=drain",
+              "reason=slurmqual: burnin: slow", timeout=120)
+        tok = os.path.join(work, "jwt")
+        with open(tok, "w") as fh:
+            fh.write(c.token(lifespan=7200))
+        os.chmod(tok, 0o600)
+        env = dict(c.env, SLURMQUAL_CACHE_DIR=os.path.join(work, "cache"))
+        env.pop("SLURMQUAL_CONFIG", None)
+        sinfo = timed([c.tool("sinfo"), "--json"], env, repeat=5)
+        print(f"slurmqual status, {N + 2} nodes of one real Slurm {c.slurm_version} cluster, per adapter "
+              f"(load average {os.getloadavg()[0]:.1f}; best of 5, median in brackets):")
+        for adapter in ADAPTERS:
+            cfg = _adapter_config(work, c, adapter, tok, url)
+            m_all, t_all, cpu, out = timed([sys.executable, "-m", "slurmqual", "status", "--config", cfg], env, repeat=5)
+            rows = len(out.strip().splitlines()) - 2
+            best, med, n = _in_process(cfg, 5)
+            print(f"  {adapter:8s} status: {t_all * 1000:6.0f} ms ({m_all * 1000:.0f}, CPU {cpu * 1000:.0f}); "
+                  f"node_info() alone: {best * 1000:5.0f} ms ({med * 1000:.0f}); {rows} rows, {n} nodes")
+        print(f"  (bare `sinfo --json`, groups nodes from 23.02: {sinfo[1] * 1000:.0f} ms ({sinfo[0] * 1000:.0f}))")
+        return 0
+    finally:
+        c.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(adapters_main() if "--adapters" in sys.argv[1:] else main())

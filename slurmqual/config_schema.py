@@ -103,7 +103,9 @@ class RestCfg(Strict):
 
 
 class SlurmCfg(Strict):
-    adapter: Literal["cli", "rest"] = "cli"
+    # "pyslurm": libslurm through pyslurm (the hooks still use the CLI); "auto": pyslurm
+    # when it imports and matches slurmctld's release, else the CLI (docs/SLURM_VERSIONS.md).
+    adapter: Literal["cli", "rest", "pyslurm", "auto"] = "cli"
     bin_dir: str | None = None      # where scontrol/sinfo live; None: PATH, then /usr/bin
     # slurm.conf for our CLI calls. slurmd gives HealthCheckProgram an empty
     # SLURM_CONF, so set this where slurm.conf is not at the default path.

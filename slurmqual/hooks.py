@@ -121,7 +121,7 @@ def run(hook: str, env: dict | None = None) -> int:
                 from .slurm import get_adapter
                 from .slurm import reason as reasons
 
-                get_adapter(config).drain([node_name(env)], reasons.make("internal", f"{type(exc).__name__}: {exc}"))
+                get_adapter(config, hook=True).drain([node_name(env)], reasons.make("internal", f"{type(exc).__name__}: {exc}"))
             except Exception:  # noqa: BLE001
                 log.error("could not drain after internal error:\n%s", traceback.format_exc())
             return 1 if hook == "prolog" else 0
@@ -275,7 +275,7 @@ def _act(hook, node, results, failed, state, ctx, config, log, enforce=None) -> 
 
     from .slurm import SlurmError, get_adapter
 
-    adapter = get_adapter(config)
+    adapter = get_adapter(config, hook=True)
     try:
         info = {n.name: n for n in adapter.node_info(node)}.get(node)
     except SlurmError as exc:
@@ -404,7 +404,7 @@ def _hold_swapped(hook, node, state, config, log) -> int:
     from .slurm import SlurmError, get_adapter
 
     reason = hwid.swap_reason(state.swap)
-    adapter = get_adapter(config)
+    adapter = get_adapter(config, hook=True)
     try:
         info = {n.name: n for n in adapter.node_info(node)}.get(node)
     except SlurmError as exc:

@@ -79,10 +79,11 @@ def write(state_dir: str, node: str, facts: Facts) -> None:
 
 
 def fetch(config, node: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Ask Slurm, through the configured adapter (its timeouts and retries)."""
+    """Ask Slurm, through the configured adapter (its timeouts and retries;
+    the hooks' one: never pyslurm, see slurm.get_adapter)."""
     from .slurm import get_adapter
 
-    adapter = get_adapter(config)
+    adapter = get_adapter(config, hook=True)
     return adapter.node_facts(node)
 
 

@@ -214,3 +214,13 @@ def _built_for(version: str) -> str:
     if isinstance(result, Exception):
         pytest.skip(f"Slurm {version} (built from source) unavailable: {result}")
     return result
+
+
+@pytest.fixture(scope="session")
+def pyslurm_installed() -> str:
+    """pyslurm 25.11.2 built against the 25.11 build (tests/slurmbuild.py; a
+    wheel cached beside it) and installed into this venv, or skip saying why."""
+    try:
+        return slurmbuild.install_pyslurm(sys.executable, "25.11")
+    except slurmbuild.SlurmBuildUnavailable as exc:
+        pytest.skip(f"pyslurm unavailable: {exc}")

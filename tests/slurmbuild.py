@@ -309,11 +309,15 @@ def install_pyslurm(python: str, version: str = "25.11", log=None) -> str:
     """The wheel installed into `python`'s venv (nothing done when that
     exact pyslurm is already there); returns the wheel's path."""
     wheel = ensure_pyslurm(version, python, log)
-    probe = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('pyslurm'))"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0 or probe.stdout.strip() != PYSLURM[version]:
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                        "--force-reinstall", wheel], check=True)
+    with open(os.path.join(cache_dir(), f".pyslurm-{version}-install.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # several test workers share one venv
+        probe = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('pyslurm'))"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0 or probe.stdout.strip() != PYSLURM[version]:
+            p = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                                "--force-reinstall", wheel], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SlurmBuildUnavailable(f"pip install {wheel} failed: {p.stderr[-500:]}")
     return wheel
 
 

@@ -1,6 +1,7 @@
 """The CLI and slurmrestd adapters (JWT over TCP and a unix socket, and
-rest_auth/local over a unix socket with no token) pass one contract against
-real Slurm daemons of each version of the matrix (tests/conftest.py): node
+rest_auth/local over a unix socket with no token), and on Slurm 25.11 the
+pyslurm adapter, pass one contract against real Slurm daemons of each
+version of the matrix (tests/conftest.py): node
 states and reasons, array task tracking, submission with node lists, drain/
 resume and reservations (over REST where that server can, else a clear
 "needs scontrol"), and creations that a slow sbatch/scontrol cannot double."""
@@ -18,6 +19,7 @@ import pytest
 from slurm_fixtures import start_cluster, start_rest_local, stop_cluster
 from slurmqual.slurm import SlurmError
 from slurmqual.slurm.cli import CliAdapter
+from slurmqual.slurm.pyslurm_adapter import PyslurmAdapter
 from slurmqual.slurm.rest.adapter import RestAdapter
 
 pytestmark = pytest.mark.slurm
@@ -60,8 +62,25 @@ def cli(cluster, **kw) -> CliAdapter:
 ADMIN_TESTS = {"test_drain_and_resume", "test_reservations_where_the_server_can"}
 
 
-@pytest.fixture(params=["cli", "rest", "rest-unix", "rest-local"])
+def pyslurm_adapter(cluster) -> PyslurmAdapter:
+    """pyslurm, built against Slurm 25.11 (tests/slurmbuild.py) and installed
+    into this venv, talking to `cluster`; its missing calls (reboot) go to the CLI."""
+    return PyslurmAdapter(cluster.conf, retries=2, cli=cli(cluster))
+
+
+def pyslurm_serves(request, cluster) -> None:
+    """Skip unless pyslurm is installed and its libslurm is this cluster's release."""
+    request.getfixturevalue("pyslurm_installed")
+    if not cluster.slurm_version.startswith("25.11."):
+        pytest.skip(f"pyslurm 25.11 serves Slurm 25.11 only (this cluster: {cluster.slurm_version}); "
+                    "test_auto_picks_pyslurm_only_where_it_matches covers the mismatch here")
+
+
+@pytest.fixture(params=["cli", "rest", "rest-unix", "rest-local", "pyslurm"])
 def adapter(request, cluster):
+    if request.param == "pyslurm":
+        pyslurm_serves(request, cluster)
+        return pyslurm_adapter(cluster)
     if request.param == "rest-local" and request.node.originalname in ADMIN_TESTS:
         pytest.skip("rest_auth/local acts as slurmrestd's own unprivileged user here (it refuses root); "
                     "admin changes over REST are covered by the JWT adapters")
@@ -269,3 +288,55 @@ def test_status_over_a_local_auth_socket_needs_no_token(cluster, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert [r["node"] for r in json.loads(p.stdout)["nodes"]] == ["n1", "n2", "n3"]
+
+
+# -- pyslurm: auto, mismatch, the call it lacks ----------------------------------------
+
+def _site_config(cluster, tmp_path, adapter: str):
+    from slurmqual.config import load
+
+    cfg = tmp_path / f"{adapter}.toml"
+    cfg.write_text(f'[slurm]\nadapter = "{adapter}"\nslurm_conf = "{cluster.conf}"\nbin_dir = "{_slurm_bin(cluster)}"\n'
+                   f'[hooks]\nstate_dir = "{tmp_path}/state"\n[store]\npath = "{tmp_path}/s.db"\n')
+    return load(str(cfg))
+
+
+def test_auto_picks_pyslurm_only_where_it_matches(cluster, tmp_path, request):
+    """"auto": pyslurm where its libslurm is the controller's release, else the
+    CLI; "pyslurm" on another release: a clear error naming both versions and the fix."""
+    from slurmqual.slurm import get_adapter
+
+    request.getfixturevalue("pyslurm_installed")
+    auto = get_adapter(_site_config(cluster, tmp_path, "auto"))
+    explicit = get_adapter(_site_config(cluster, tmp_path, "pyslurm"))
+    assert isinstance(explicit, PyslurmAdapter)
+    if cluster.slurm_version.startswith("25.11."):
+        assert isinstance(auto, PyslurmAdapter)
+        assert [n.name for n in auto.node_info()] == ["n1", "n2", "n3"]
+        return
+    assert isinstance(auto, CliAdapter)
+    with pytest.raises(SlurmError) as err:
+        explicit.node_info()
+    msg = str(err.value)
+    assert "25.11.7" in msg and cluster.slurm_version in msg, msg
+    assert "SLURM_LIB_DIR" in msg and 'adapter = "cli"' in msg, msg
+
+
+def test_pyslurm_reboot_goes_through_scontrol(cluster, request):
+    """pyslurm 25.11 has no reboot call: the adapter runs `scontrol reboot` (CLI)
+    and Slurm records the request (on a busy node, so it stays requested)."""
+    pyslurm_serves(request, cluster)
+    a = pyslurm_adapter(cluster)
+    job = a.submit(["--job-name=contract-reboot", "--nodes=1", "--nodelist=n2", "--time=00:05:00",
+                    "--output=/dev/null"], script="sleep 60")
+    try:
+        _wait(lambda: states(a, job).get(job) == "RUNNING", what=f"job {job} running")
+        a.reboot(["n2"], "slurmqual: remediation: reboot test")
+        (n2,) = a.node_info("n2")
+        assert "REBOOT_REQUESTED" in n2.flags and n2.hands_off, n2
+        assert [c for c in a._cli.calls if "reboot" in c]
+    finally:
+        cluster.run("scontrol", "cancel_reboot", "n2", check=False)
+        a.cancel([job])
+        _wait(lambda: not a.jobs([job])[job].active, what=f"job {job} finished")
+        cluster.run("scontrol", "update", "nodename=n2", "state=resume", check=False)

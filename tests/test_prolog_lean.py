@@ -69,3 +69,22 @@ def test_failing_prolog_still_logs_through_the_deferred_logger(tmp_path):
     assert rc == 1 and "logging" in modules
     logged = (tmp_path / "log/sq.log").read_text()
     assert "prolog n1: peermem fail: " in logged and "cannot read node state from Slurm" in logged  # none here
+
+
+def test_hooks_never_load_pyslurm_whatever_the_adapter(tmp_path):
+    """[slurm] adapter = "pyslurm" or "auto" is for admin commands: a failing
+    prolog (it asks Slurm and drains) goes through the CLI, never libslurm."""
+    root, env = site(tmp_path)
+    cfg = tmp_path / "sq.toml"
+    remove_module(root, "nvidia_peermem")
+    for adapter in ("pyslurm", "auto"):
+        cfg.write_text(cfg.read_text().replace("[slurm]\n", f'[slurm]\nadapter = "{adapter}"\n', 1)
+                       if "adapter =" not in cfg.read_text() else
+                       cfg.read_text().replace('adapter = "pyslurm"', f'adapter = "{adapter}"'))
+        code = PROBE.format(names={"pyslurm", "slurmqual.slurm.libslurm", "slurmqual.slurm.pyslurm_adapter",
+                                   "slurmqual.slurm.cli"})
+        out = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True)
+        rc, _, modules = out.stdout.strip().partition(" ")
+        slurm_modules = {m for m in modules.split() if not m.startswith("slurmqual.checks.")}
+        assert int(rc) == 1 and slurm_modules == {"slurmqual.slurm.cli"}, (adapter, modules)
+        assert "cannot read node state from Slurm" in (tmp_path / "log/sq.log").read_text()

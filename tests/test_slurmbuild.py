@@ -1,0 +1,103 @@
+"""The Slurm-from-source builder (tests/slurmbuild.py): a plain clone without
+../shared skips the 25.11 tests saying why, a wrong archive is never built,
+a finished build is reused, and pyslurm loads against it without crashing
+the process on any of the ways it can be wrong."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import slurmbuild
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_plain_clone_without_shared_skips_the_25_11_tests_saying_why(tmp_path):
+    """As on a fresh clone with no ../shared/sources: the 25.11 cases of a real
+    test module are collected, and skip with the archive's absence as reason."""
+    empty = tmp_path / "no-shared" / "sources"
+    env = dict(os.environ, SLURMQUAL_SOURCES=str(empty), SLURMQUAL_SLURM_VERSIONS="25.11")
+    env.pop("PYTEST_XDIST_WORKER", None)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "-p", "no:xdist",
+                        "tests/test_adapter_contract.py", "-k", "node_info or array"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert " passed" not in p.stdout and " skipped" in p.stdout, p.stdout[-1500:]
+    assert f"source archive {empty}/slurm-25.11.7.tar.xz absent" in p.stdout, p.stdout[-1500:]
+
+
+def test_an_archive_whose_sha256_is_not_the_readme_s_is_never_built(tmp_path, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("the builder runs as root (scripts/test.sh)")
+    src = tmp_path / "sources"
+    src.mkdir()
+    (src / "slurm-25.11.7.tar.xz").write_bytes(b"not the Slurm release\n")
+    stated = hashlib.sha256(b"the real one").hexdigest()
+    (src / "README.md").write_text(f"sha256 of slurm-25.11.7.tar.xz: `{stated}`\n")
+    monkeypatch.setenv("SLURMQUAL_SOURCES", str(src))
+    monkeypatch.setenv("SLURMQUAL_SLURM_BUILD_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(slurmbuild.SlurmBuildUnavailable, match=f"is not the {stated} its README states"):
+        slurmbuild.ensure_slurm("25.11")
+    assert not os.path.exists(slurmbuild.prefix("25.11"))   # nothing unpacked, configured or marked ready
+    (src / "README.md").write_text("no checksum here\n")
+    with pytest.raises(slurmbuild.SlurmBuildUnavailable, match="gives no sha256"):
+        slurmbuild.ensure_slurm("25.11")
+
+
+def test_a_finished_build_is_reused():
+    why = slurmbuild.why_unavailable("25.11")
+    if why:
+        pytest.skip(why)
+    path = slurmbuild.ensure_slurm("25.11")   # builds once if needed (scripts/test.sh starts it early)
+    start = time.monotonic()
+    assert slurmbuild.ensure_slurm("25.11") == path
+    assert time.monotonic() - start < 5
+    assert slurmbuild.check_install(path) is None
+    out = subprocess.run([os.path.join(path, "sbin", "slurmctld"), "-V"], capture_output=True, text=True)
+    assert out.stdout.split() == ["slurm", "25.11.7"]
+
+
+# -- pyslurm against it: every way it can be wrong is a SlurmError, never an exit ---------
+
+def _status(tmp_path, adapter: str, slurm_conf: str, **env_extra) -> subprocess.CompletedProcess:
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[slurm]\nadapter = "{adapter}"\nslurm_conf = "{slurm_conf}"\nbin_dir = "{tmp_path}/no-cli"\n'
+                   f'[hooks]\nstate_dir = "{tmp_path}/state"\n[store]\npath = "{tmp_path}/s.db"\n')
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([sys.executable, "-m", "slurmqual", "status", "--config", str(cfg)], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_no_slurm_conf_is_a_clear_error_not_libslurm_exiting(tmp_path, pyslurm_installed):
+    """libslurm's slurm_init exits the process (fatal) without a config: the
+    probe child takes that, slurmqual says what is wrong."""
+    from slurmqual.slurm import SlurmError
+    from slurmqual.slurm.pyslurm_adapter import PyslurmAdapter
+
+    with pytest.raises(SlurmError, match="could not start: .*Could not establish a configuration source"):
+        PyslurmAdapter(str(tmp_path / "absent" / "slurm.conf")).node_info()
+    p = _status(tmp_path, "pyslurm", str(tmp_path / "absent" / "slurm.conf"))
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert "could not start" in p.stderr and "slurm_conf" in p.stderr, p.stderr
+
+
+def test_a_libslurm_of_another_release_is_a_clear_error(tmp_path, pyslurm_installed):
+    """The library pyslurm finds at run time is Debian 12's Slurm 22.05 (as
+    after an upgrade that left pyslurm behind): the error names pyslurm's
+    release and the fix; nothing crashes."""
+    debian = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+    if not os.path.exists(os.path.join(debian, "libslurmfull.so")):
+        pytest.skip("Debian's libslurmfull.so (slurm-client) not installed")
+    p = _status(tmp_path, "pyslurm", "/etc/slurm/slurm.conf", LD_LIBRARY_PATH=debian)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    assert "pyslurm 25.11.2 cannot load libslurm" in p.stderr and "Slurm 25.11" in p.stderr, p.stderr
+    assert "SLURM_LIB_DIR" in p.stderr and 'adapter = "cli"' in p.stderr, p.stderr
+    # "auto" falls back to the CLI instead (here no CLI either: its own clear error)
+    p = _status(tmp_path, "auto", "/etc/slurm/slurm.conf", LD_LIBRARY_PATH=debian)
+    assert "Traceback" not in p.stderr and "pyslurm" not in p.stderr, p.stderr
