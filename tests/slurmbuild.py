@@ -294,7 +294,7 @@ def ensure_pyslurm(version: str = "25.11", python: str | None = None, log=None) 
               file=log or sys.stderr, flush=True)
         env = dict(_build_env(), SLURM_LIB_DIR=os.path.join(path, "lib"),
                    SLURM_INCLUDE_DIR=os.path.join(path, "include"))
-        _step(["nice", "-n", "10", python, "-m", "pip", "wheel", "--no-deps", "--no-binary", "pyslurm",
+        _step(["nice", "-n", "10", python, "-m", "pip", "wheel", "--no-deps", "--no-binary", "pyslurm", "--no-cache-dir",
                "--disable-pip-version-check", "-w", tmp, f"pyslurm=={PYSLURM[version]}"], logfile,
               "pip wheel pyslurm", 1800, env=env)
         os.makedirs(out, exist_ok=True)

@@ -75,16 +75,29 @@ def _status(tmp_path, adapter: str, slurm_conf: str, **env_extra) -> subprocess.
 
 
 def test_no_slurm_conf_is_a_clear_error_not_libslurm_exiting(tmp_path, pyslurm_installed):
-    """libslurm's slurm_init exits the process (fatal) without a config: the
-    probe child takes that, slurmqual says what is wrong."""
+    """libslurm's slurm_init exits the process (fatal) on a config it cannot
+    use, and retries a missing file for 60 s first: a missing file is named at
+    once, a broken one is found by the probe child; nothing exits this process."""
     from slurmqual.slurm import SlurmError
     from slurmqual.slurm.pyslurm_adapter import PyslurmAdapter
 
-    with pytest.raises(SlurmError, match="could not start: .*Could not establish a configuration source"):
-        PyslurmAdapter(str(tmp_path / "absent" / "slurm.conf")).node_info()
-    p = _status(tmp_path, "pyslurm", str(tmp_path / "absent" / "slurm.conf"))
+    absent = tmp_path / "absent" / "slurm.conf"
+    with pytest.raises(SlurmError, match=f"slurm.conf {absent} not found"):
+        PyslurmAdapter(str(absent)).node_info()
+    p = _status(tmp_path, "pyslurm", str(absent))
     assert p.returncode != 0 and "Traceback" not in p.stderr
-    assert "could not start" in p.stderr and "slurm_conf" in p.stderr, p.stderr
+    assert "not found" in p.stderr and "slurm_conf" in p.stderr, p.stderr
+    # A slurm.conf libslurm cannot use: libslurm exits the process (fatal) at init; the
+    # child probe takes that, and this process goes on with a clear error.
+    broken = tmp_path / "broken.conf"
+    broken.write_text("NotASlurmKey=1\n")
+    from slurmqual.slurm.libslurm import mismatch, probe
+
+    found = probe(str(broken))
+    assert "fatal: Unable to process configuration file" in found.get("init_error", ""), found
+    with pytest.raises(SlurmError, match="could not start: .*Unable to process configuration file"):
+        PyslurmAdapter(str(broken)).node_info()
+    assert "could not start" in mismatch(found) and "25.11" in mismatch(found)
 
 
 def test_a_libslurm_of_another_release_is_a_clear_error(tmp_path, pyslurm_installed):
@@ -94,10 +107,12 @@ def test_a_libslurm_of_another_release_is_a_clear_error(tmp_path, pyslurm_instal
     debian = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
     if not os.path.exists(os.path.join(debian, "libslurmfull.so")):
         pytest.skip("Debian's libslurmfull.so (slurm-client) not installed")
-    p = _status(tmp_path, "pyslurm", "/etc/slurm/slurm.conf", LD_LIBRARY_PATH=debian)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=n1\nPartitionName=p Nodes=ALL\n")
+    p = _status(tmp_path, "pyslurm", str(conf), LD_LIBRARY_PATH=debian)
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     assert "pyslurm 25.11.2 cannot load libslurm" in p.stderr and "Slurm 25.11" in p.stderr, p.stderr
     assert "SLURM_LIB_DIR" in p.stderr and 'adapter = "cli"' in p.stderr, p.stderr
     # "auto" falls back to the CLI instead (here no CLI either: its own clear error)
-    p = _status(tmp_path, "auto", "/etc/slurm/slurm.conf", LD_LIBRARY_PATH=debian)
+    p = _status(tmp_path, "auto", str(conf), LD_LIBRARY_PATH=debian)
     assert "Traceback" not in p.stderr and "pyslurm" not in p.stderr, p.stderr

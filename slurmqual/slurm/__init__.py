@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .adapter import NodeInfo, SlurmAdapter, SlurmError, compress, expand
 
 __all__ = ["NodeInfo", "SlurmAdapter", "SlurmError", "compress", "expand", "get_adapter"]
@@ -24,9 +26,10 @@ def get_adapter(config, hook: bool = False) -> SlurmAdapter:
 
         if kind == "pyslurm":
             return PyslurmAdapter.from_config(slurm)
-        from .libslurm import installed_version, mismatch, probe
+        from .libslurm import conf_problem, installed_version, mismatch, probe
 
-        if installed_version() is not None and mismatch(probe(slurm["slurm_conf"])) is None:
+        conf = slurm["slurm_conf"] or os.environ.get("SLURM_CONF") or None
+        if installed_version() is not None and not conf_problem(conf) and mismatch(probe(conf)) is None:
             return PyslurmAdapter.from_config(slurm)
     from .cli import CliAdapter
 

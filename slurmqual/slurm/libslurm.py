@@ -78,8 +78,10 @@ def probe(slurm_conf: str | None, timeout: float = 30.0) -> dict:
     try:
         p = subprocess.run([sys.executable, "-c", _PROBE, slurm_conf or ""], env=env, capture_output=True,
                            text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"init_error": f"no answer in {timeout:.0f} s"}
+    except subprocess.TimeoutExpired as exc:
+        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        said = " ".join(ln.strip() for ln in said.splitlines() if ln.strip())[-300:]
+        return {"controller_error": f"no answer in {timeout:.0f} s" + (f" ({said})" if said else "")}
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     try:
         found = json.loads(lines[-1]) if lines else {}
@@ -103,7 +105,7 @@ def mismatch(found: dict) -> str | None:
     lib = found.get("libslurm", "?")
     if "init_error" in found:
         return (f"pyslurm {found.get('pyslurm', wanted)} (libslurm {lib}) could not start: {found['init_error']} "
-                "(is slurm.conf readable? set [slurm] slurm_conf)")
+                "(check the slurm.conf it read: [slurm] slurm_conf)")
     if "controller_error" in found:
         return (f"pyslurm {found.get('pyslurm', wanted)} (libslurm {lib}) cannot read the controller's version: "
                 f"{found['controller_error']}")
@@ -111,6 +113,16 @@ def mismatch(found: dict) -> str | None:
     if release(lib) != release(ctl):
         return (f"pyslurm {found.get('pyslurm', wanted)} is built against libslurm {lib}, but this cluster's "
                 f"slurmctld is Slurm {ctl}: " + BUILD_NOTE.format(release=release(ctl)))
+    return None
+
+
+def conf_problem(conf: str | None) -> str | None:
+    """Why libslurm cannot read slurm.conf `conf`, or None (None: its built-in path, checked by the probe)."""
+    if conf and not os.path.isfile(conf):
+        return (f"pyslurm: slurm.conf {conf} not found (libslurm needs it: set [slurm] slurm_conf or SLURM_CONF "
+                "to the cluster's slurm.conf)")
+    if conf and not os.access(conf, os.R_OK):
+        return f"pyslurm: slurm.conf {conf} not readable by this user"
     return None
 
 
@@ -130,6 +142,9 @@ def load(slurm_conf: str | None, cluster_version=None):
     if installed_version() is None:
         raise SlurmError("[slurm] adapter = \"pyslurm\" but pyslurm is not installed: "
                          + BUILD_NOTE.format(release="25.11"))
+    problem = conf_problem(conf)
+    if problem:   # libslurm would retry a missing file for 60 s, then exit the process
+        raise SlurmError(problem)
     found = probe(conf)
     if "controller_error" in found and cluster_version is not None:
         try:

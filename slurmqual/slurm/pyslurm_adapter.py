@@ -235,6 +235,8 @@ def _job(job) -> list[JobRecord]:
         raise SlurmError(f"pyslurm: job {job.id}: state {state!r} is not a Slurm job state")
     arr, task = job.array_id, job.array_task_id
     comment = str(job.comment or "")
+    if arr and task is None and not job.array_tasks_waiting:
+        task = 0   # pyslurm reads task id 0 as "unset" (u32_parse: zero is no value)
     if arr and task is None and job.array_tasks_waiting:
         try:
             tasks = array_tasks(str(job.array_tasks_waiting))
