@@ -43,11 +43,13 @@ def cluster():
     c = Cluster(base, len(NODES), health_interval=0).start(extra_conf="PrologFlags=Alloc\n")
     tools = os.path.join(c.base, "nccl-tests")
     shutil.copy(os.path.join(REPO, "tests", "fakebin", "ib_write_bw"), tools)
+    shutil.copy(os.path.join(REPO, "tests", "fakebin", "gpu_tool"), os.path.join(tools, "gpu_burn"))
     with open(c.sq_config) as fh:
         text = fh.read()
     with open(c.sq_config, "w") as fh:
         fh.write(text.replace("[burnin]\n", f"[burnin]\nrails = {json.dumps(RAILS)}\nperftest_dir = \"{tools}\"\n"
-                              "rail_server_wait_s = 0.5\n", 1) + "\n[preflight]\nrail_duration_s = 1\n")
+                              f"rail_server_wait_s = 0.5\ngpu_tests = [\"gpu_burn\"]\ngpu_tools_dir = \"{tools}\"\n", 1)
+                 + "\n[preflight]\nrail_duration_s = 1\n")
     # What a user has on PATH in the job: slurmqual, and the stand-in workloads.
     bin_dir = os.path.join(c.base, "userbin")
     os.makedirs(bin_dir)
@@ -232,6 +234,20 @@ def test_torchrun_recipe_runs_one_torchrun_per_chosen_node(cluster):
     lines = re.findall(r"^torchrun on \S+ (\S+): (.*)$", out, re.M)
     assert sorted(n for n, _ in lines) == sorted(r["chosen"]) and len(lines) == 4, out
     assert all(f"--rdzv-endpoint={r['chosen'][0]}:29500" in args for _, args in lines), out
+
+
+def test_gpu_tools_leave_out_a_slow_gpu_without_draining_it(cluster):
+    """--gpu-tools: the burn-in's per-GPU tools first (here gpu_burn); one
+    run never convicts a GPU (burn-in rule), so its node is suspect: left out, not drained."""
+    cluster.fabric(dict(MODEL, rails={}, gpu={"count": 8, "tflops": 700, "noise": 0.002, "slow": {"n3": {"2": 0.7}}}))
+    d = job_dir(cluster, "gpus")
+    job = sbatch(cluster, d, "#!/bin/sh\nslurmqual preflight --need 5 --gpu-tools --drain --time 90\n", "--nodes=6")
+    code = finished(cluster, job)
+    r = report(d, job)
+    assert code == "0:0", output(d)
+    assert r["outcomes"]["n3"]["verdict"] == "suspect" and "n3" not in r["chosen"], r["outcomes"]["n3"]
+    assert any(m.get("test") == "burn" and m.get("gpu") == 2 and m["nodes"] == ["n3"] for m in r["measurements"])
+    assert r["elapsed_s"] <= 95 and drained(cluster) == {}
 
 
 def test_hung_pair_step_is_killed_at_time_and_its_nodes_are_untested(cluster):

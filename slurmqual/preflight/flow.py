@@ -241,7 +241,9 @@ def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float
         if kind == "gpu":
             from ..burnin.run.gputask import run_gpu_tests
 
-            raw += run_gpu_tests(dict(cfg, gpu_test_s=max(1, int(share * 0.6))), nodes, log_dir, None)
+            tools = max(1, len(cfg["gpu_tests"]))
+            raw += run_gpu_tests(dict(cfg, gpu_test_s=max(5, int(share * 0.6 / tools))), nodes, log_dir, None,
+                                 deadline=until)
         elif kind == "nccl":
             r, pairs = what
             raw += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"{tag}{r}", None, r, deadline=until)

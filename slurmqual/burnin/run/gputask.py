@@ -67,12 +67,16 @@ def lines_of(tool: str, node: str, result: GpuResult, gpus: int, task: int | Non
     return out
 
 
-def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, tag: str = "") -> list[dict]:
+def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, tag: str = "",
+                  deadline: float | None = None) -> list[dict]:
     """Every configured tool, one after the other; each on all nodes at once
-    (`tag` tells the logs of repeated runs apart)."""
+    (`tag` tells the logs of repeated runs apart). `deadline` (monotonic):
+    every tool ends by then, each with an even share (preflight's budget)."""
     out: list[dict] = []
     timeout = cfg["gpu_test_s"] + 120
-    for tool in cfg["gpu_tests"]:
+    for i, tool in enumerate(cfg["gpu_tests"]):
+        if deadline is not None:
+            timeout = max(1, round((deadline - time.monotonic()) / (len(cfg["gpu_tests"]) - i)))
         path = binary(cfg, tool)
         if path is None:
             err = f"{tool}: not installed in {cfg['gpu_tools_dir']} (untested)"
