@@ -83,7 +83,7 @@ def test_burnin_jobs_get_no_token_and_ignore_modules_in_the_submit_dir(cluster, 
     """SLURMRESTD_TOKEN in the submitter's environment never reaches a job
     (slurmctld keeps each batch job's environment in StateSaveLocation), and a
     `json.py` in the submit directory does not break the jobs."""
-    submit_dir = "/tmp/slurmqual-hostile-submit"
+    submit_dir = os.path.join(cluster.base, "submit")  # the cluster's own (versions run side by side)
     os.makedirs(submit_dir, exist_ok=True)
     os.chmod(submit_dir, 0o755)
     with open(os.path.join(submit_dir, "json.py"), "w") as fh:

@@ -70,23 +70,25 @@ def test_multi_node_batch_script_never_starts_on_a_broken_node(cluster, tmp_path
     gpu = os.path.join(cluster.tree("n2"), "sys/bus/pci/devices/0000:18:00.0")
     target = os.readlink(gpu)
     os.unlink(gpu)  # GPU 0 of n2 fell off the bus: only the prolog's gpu_count sees it
-    # n2's prolog takes 5 s (a slow node, a slow check): without DeferBatch the
-    # batch script would run on n1 meanwhile and write "ran" after 3 s.
+    # n2's prolog takes 8 s (a slow node, a slow check): without DeferBatch the
+    # batch script would run on n1 meanwhile and write "ran" after 5 s (5, not
+    # less: slurmctld's late kill below must be later than that to pass a
+    # script that ran, and CI runs several clusters side by side on 2 cores).
     prolog = os.path.join(cluster.bin, "prolog.sh")
     original = open(prolog).read()
     with open(prolog, "w") as fh:
-        fh.write(original.replace("#!/bin/sh\n", '#!/bin/sh\n[ "$SLURMD_NODENAME" = n2 ] && sleep 5\n', 1))
+        fh.write(original.replace("#!/bin/sh\n", '#!/bin/sh\n[ "$SLURMD_NODENAME" = n2 ] && sleep 8\n', 1))
     job = None
     try:
         for attempt in (1, 2):
             if marker.exists():
                 marker.unlink()
             job = cluster.run("sbatch", "--parsable", "-N2", "-w", "n1,n2", "-o", "/dev/null",
-                              "--wrap", f"echo started-on-$(hostname) >> {marker}; sleep 3; echo ran >> {marker}"
+                              "--wrap", f"echo started-on-$(hostname) >> {marker}; sleep 5; echo ran >> {marker}"
                               ).stdout.strip()
             cluster.wait_for(lambda: "n2" in reasons(cluster), 60, "n2 drained by its prolog")
             assert reasons(cluster)["n2"] == "slurmqual: gpu_count: 7 GPUs on PCI, expected 8"
-            time.sleep(8)  # give a batch script every chance to have run on n1
+            time.sleep(8)  # give a batch script (5 s) every chance to have run on n1
             # Seen on 22.05, 24.11 and 26.05: once n2's prolog has *failed*, slurmctld may
             # still launch the batch script on n1 and kill it within milliseconds as the
             # job is requeued ("Launching batch job" 2 ms after "Prolog launch failure").
