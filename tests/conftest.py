@@ -77,9 +77,20 @@ def slurm_versions() -> list[str]:
     return wanted
 
 
+def once_version(versions: list[str]) -> str:
+    """The one version a `slurm_once` module runs on: the host's (no chroot,
+    no build: the cheapest cluster) when selected, else the first selected."""
+    return slurmcluster.HOST_VERSION if slurmcluster.HOST_VERSION in versions else versions[0]
+
+
 def pytest_generate_tests(metafunc):
     if "cluster" in metafunc.fixturenames and metafunc.definition.get_closest_marker("slurm"):
         versions = slurm_versions()
+        # slurm_once: what the module adds is slurmqual's own logic; its Slurm-facing
+        # part (healthcheck drain/resume, burn-in job chains) is tested on every
+        # version by other modules, so once is enough (docs/SLURM_VERSIONS.md).
+        if metafunc.definition.get_closest_marker("slurm_once"):
+            versions = [once_version(versions)]
         metafunc.parametrize("cluster", versions, ids=versions, indirect=True, scope="module")
 
 
@@ -137,15 +148,21 @@ def xdist_group(item) -> str | None:
 
 
 def _needs_build(version: str) -> bool:
-    """A version whose daemons are built while the tests run (not the host's
-    packages, not a chroot, which scripts/test.sh builds before pytest)."""
-    return version != slurmcluster.HOST_VERSION and version not in chroot.SUITES
+    """A version whose daemons are still to be built while the tests run
+    (tests/slurmbuild.py, started in the background by scripts/test.sh); not
+    the host's packages, not a chroot (built before pytest), not a cached build."""
+    if version == slurmcluster.HOST_VERSION or version in chroot.SUITES:
+        return False
+    try:
+        return not slurmbuild._ready(slurmbuild.prefix(version), version)
+    except Exception:  # unknown or unavailable: its tests skip, wherever they are queued
+        return True
 
 
 def _rank(item, sizes: dict[str, int]) -> tuple:
     """Order of the xdist work queue (--no-loadscope-reorder keeps it): real
     clusters first, largest module first (they are the long ones), then the
-    unit tests, then the versions built during the run, so that their build
+    unit tests, then the versions still to be built, so that their build
     overlaps everything else."""
     group = xdist_group(item)
     version = _version(item)

@@ -16,7 +16,7 @@ import pytest
 from slurm_fixtures import start_cluster, stop_cluster
 from test_slurm_burnin import drained, finish, sq
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_once]  # version-independent: conftest.once_version
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODES = [f"n{i}" for i in range(1, 7)]
 

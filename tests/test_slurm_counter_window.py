@@ -13,7 +13,7 @@ import pytest
 from slurm_fixtures import start_cluster, stop_cluster
 from slurmqual.nodetree import set_nvlink_errors, set_pause_counters, set_port_attr
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_once]  # version-independent: conftest.once_version
 
 WINDOW_S = 20
 
