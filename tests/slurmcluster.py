@@ -101,6 +101,11 @@ def missing_requirements(version: str = HOST_VERSION) -> str | None:
     return None
 
 
+# Side by side (pytest-xdist) several clusters, the unit tests and a Slurm
+# build share the CPUs: every wait for a condition (cluster start, wait_for)
+# gets this factor more time; only a wait that fails takes longer.
+WAIT_SCALE = float(os.environ.get("SLURMQUAL_WAIT_SCALE") or (2 if os.environ.get("PYTEST_XDIST_WORKER") else 1))
+
 # Below Linux's ephemeral range (32768-60999 by default), so that no outgoing
 # connection (slurmd -> slurmctld, clients) can hold a port a daemon is about to
 # bind. Side by side (pytest-xdist), worker gwK draws from its own slice, so two
@@ -651,7 +656,7 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         self.save()
 
     def _wait(self, cond, timeout: float, what: str) -> None:
-        end = time.monotonic() + timeout
+        end = time.monotonic() + timeout * WAIT_SCALE
         while time.monotonic() < end:
             if cond():
                 return

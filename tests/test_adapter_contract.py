@@ -17,6 +17,7 @@ import time
 import pytest
 
 from slurm_fixtures import start_cluster, start_rest_local, stop_cluster
+from slurmcluster import WAIT_SCALE
 from slurmqual.slurm import SlurmError
 from slurmqual.slurm.cli import CliAdapter
 from slurmqual.slurm.pyslurm_adapter import PyslurmAdapter
@@ -93,7 +94,7 @@ def adapter(request, cluster):
 
 
 def _wait(cond, timeout=30, what="condition"):
-    end = time.monotonic() + timeout
+    end = time.monotonic() + timeout * WAIT_SCALE  # more when clusters run side by side
     while time.monotonic() < end:
         if cond():
             return
