@@ -126,12 +126,13 @@ def fleet_level(g: PairGraph, convicted: set[str], sigma: float | None, threshol
         return 0.0
     cut = threshold * median(provisional)
     levels = []
+    whole = g.levels(sigma)  # a node with no partner left out keeps its level over all (most nodes)
     for n, pairs in g.adj.items():
-        if n in convicted:
-            vals = [v for _q, v in pairs]
-        else:
-            vals = [v for q, v in pairs if q not in convicted and (top.get(q) or 0) >= cut] or \
-                [v for q, v in pairs if q not in convicted]
+        if n in convicted or all(q not in convicted and (top.get(q) or 0) >= cut for q, _v in pairs):
+            levels.append(whole[n])
+            continue
+        vals = [v for q, v in pairs if q not in convicted and (top.get(q) or 0) >= cut] or \
+            [v for q, v in pairs if q not in convicted]
         if vals:
             levels.append(level_estimate(vals, sigma))
     return median(levels)
@@ -435,7 +436,9 @@ def judge_at(g: PairGraph, score: dict, convicted: set[str], fleet: float, p: "P
     pairs' noise, margins sized for the nodes near the line, and the
     fleet's transient hits."""
     line = p.threshold * fleet
-    sigma = healthy_noise(g, score, convicted, p.threshold, p.noise_floor)
+    # Rounded up to 0.1%: conservative, and passes whose noise moved by less
+    # share the nodes' levels (PairGraph.levels, one per noise scale).
+    sigma = math.ceil(healthy_noise(g, score, convicted, p.threshold, p.noise_floor) * 1000 - 1e-9) / 1000
     hits = transients(g, score, convicted, line, fleet, sigma)
     return Conviction(g, line, sigma, near_line(score, line, sigma), convicted, trusted, p.threshold, hits, p.alpha)
 
