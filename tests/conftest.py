@@ -160,8 +160,9 @@ def _needs_build(version: str) -> bool:
 
 
 def _rank(item, sizes: dict[str, int]) -> tuple:
-    """Order of the xdist work queue (--no-loadscope-reorder keeps it): real
-    clusters first, largest module first (they are the long ones), then the
+    """Order of the xdist work queue (--no-loadscope-reorder keeps it): unit
+    modules with a module fixture, then the real clusters, largest module
+    first (they are the long ones), then the
     unit tests, then the versions still to be built, so that their build
     overlaps everything else."""
     group = xdist_group(item)
@@ -170,7 +171,9 @@ def _rank(item, sizes: dict[str, int]) -> tuple:
         return (2, -sizes[group])
     if version:
         return (0, -sizes[group])
-    return (1, -sizes[group]) if group else (1, 0)
+    # A unit module with a module-scoped fixture builds something (wheels, a venv
+    # for the device check: minutes at times): first, so it never runs last alone.
+    return (-1, -sizes[group]) if group else (1, 0)
 
 
 @pytest.hookimpl(tryfirst=True)
