@@ -116,3 +116,35 @@ def test_a_libslurm_of_another_release_is_a_clear_error(tmp_path, pyslurm_instal
     # "auto" falls back to the CLI instead (here no CLI either: its own clear error)
     p = _status(tmp_path, "auto", str(conf), LD_LIBRARY_PATH=debian)
     assert "Traceback" not in p.stderr and "pyslurm" not in p.stderr, p.stderr
+
+
+def test_pyslurm_submission_fields_from_the_burn_in_s_own_sbatch_arguments(tmp_path, monkeypatch):
+    """The sbatch arguments the burn-in submits (recorded from burnin.run.runner)
+    become pyslurm's JobSubmitDescription fields: pinned node list, exact node
+    count, exclusive, the dependency of the analysis, and only the named
+    environment (never a token the submitter holds). Pure: no pyslurm needed."""
+    from slurmqual.burnin.run.runner import submit
+    from slurmqual.config import load
+    from slurmqual.slurm import SlurmError
+    from slurmqual.slurm.cli import submit_mark
+    from slurmqual.slurm.pyslurm_adapter import submit_fields
+    from slurmqual.testing import FakeAdapter
+
+    monkeypatch.setenv("SLURMRESTD_TOKEN", "secret-token")
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[burnin]\nrun_dir = "{tmp_path}/runs"\ngroup_size = 2\n[store]\npath = "{tmp_path}/sq.db"\n')
+    fake = FakeAdapter()
+    submit(load(str(cfg), use_cache=False), fake, ["n1", "n2", "n3", "n4"], None, None)
+    (task_argv, task_script), *_, (analysis_argv, analysis_script) = fake.submitted
+    mark, args = submit_mark(task_argv)
+    task = submit_fields(args, task_script)
+    assert task["required_nodes"] in (["n1", "n2"], ["n3", "n4"], ["n1", "n3"], ["n2", "n4"], ["n1", "n4"], ["n2", "n3"])
+    assert task["nodes"] == "2" and task["resource_sharing"] == "no" and task["comment"] == mark
+    assert task["name"].startswith("slurmqual-burnin-") and task["standard_output"].endswith(".out")
+    assert task["script"].startswith("#!/bin/sh\n") and "burnin task" in task["script"]
+    assert "SLURMQUAL_CONFIG" in task["environment"] and "SLURMRESTD_TOKEN" not in task["environment"]
+    assert "secret-token" not in repr(task)
+    analysis = submit_fields(submit_mark(analysis_argv)[1], analysis_script)
+    assert analysis["dependencies"] == "afterany:" + ":".join(str(101 + i) for i in range(len(fake.submitted) - 1))
+    with pytest.raises(SlurmError, match="--gres is not supported by the pyslurm adapter"):
+        submit_fields(["--gres=gpu:8"], "true")
