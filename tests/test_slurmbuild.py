@@ -148,3 +148,19 @@ def test_pyslurm_submission_fields_from_the_burn_in_s_own_sbatch_arguments(tmp_p
     assert analysis["dependencies"] == "afterany:" + ":".join(str(101 + i) for i in range(len(fake.submitted) - 1))
     with pytest.raises(SlurmError, match="--gres is not supported by the pyslurm adapter"):
         submit_fields(["--gres=gpu:8"], "true")
+
+
+def test_pyslurm_with_slurmctld_unreachable_is_a_bounded_clear_error(tmp_path, pyslurm_installed):
+    """slurmctld down (nothing listens on its port): the load check says so
+    within libslurm's own retry time, and nothing hangs or exits."""
+    from slurmqual.slurm import SlurmError
+    from slurmqual.slurm.pyslurm_adapter import PyslurmAdapter
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\nAuthType=auth/munge\n"
+                    "NodeName=n1\nPartitionName=p Nodes=ALL\n")
+    start = time.monotonic()
+    with pytest.raises(SlurmError, match=r"libslurm 25\.11\.7\) cannot read the controller's version: "
+                                         r"Unable to contact slurm controller"):
+        PyslurmAdapter(str(conf)).node_info()
+    assert time.monotonic() - start < 45
