@@ -302,19 +302,13 @@ def analysis_job(config, run_dir: str, topo, jobs: Jobs, stage: int):
     plan, raw, _versions = runner.load_run(run_dir)
     switches = topology.switch_of(topo)
     early: list[str] = []
-    if hasattr(retest, "round_state"):  # the run's earlier rounds and Slurm's node states (issue 22 item 3)
-        state = retest.round_state(run_dir, (lambda: jobs) if plan.get("max_retest_rounds") else None, switches,
-                                   plan["scope"], early)
-        a = runner.judge(config, raw, plan["scope"], {}, topo, state)
-        a.problems += early
-        a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
-        a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs, log=lambda _m: None,
-                                 state=state)
-    else:
-        a = runner.judge(config, raw, plan["scope"], {}, topo)
-        a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
-        a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs, switch_of=switches,
-                                 log=lambda _m: None)
+    # the run's earlier rounds and Slurm's node states (drained by this run or not)
+    state = retest.round_state(run_dir, (lambda: jobs) if plan.get("max_retest_rounds") else None, switches,
+                               plan["scope"], early)
+    a = runner.judge(config, raw, plan["scope"], {}, topo, state)
+    a.problems += early
+    a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]
+    a.retest = retest.settle(config, run_dir, plan, raw, a, stage, lambda: jobs, log=lambda _m: None, state=state)
     a.drain = runner.drain_failures(jobs, a, log=lambda _m: None)
     return a
 
