@@ -27,7 +27,7 @@ import pytest
 from slurm_fixtures import start_cluster, stop_cluster
 from test_slurm_burnin import _logs, baselines, drained, finish, sq, submit
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_once]  # version-independent: conftest.once_version
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODES = [f"n{i}" for i in range(1, 9)]
 RAILS = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
