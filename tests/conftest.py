@@ -178,7 +178,10 @@ def _rank(item, sizes: dict[str, int]) -> tuple:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the groups (before xdist reads the marks, hence tryfirst)."""
+    """Mark the groups (before xdist reads the marks, hence tryfirst); only
+    under xdist (without it, pytest.mark.xdist_group is an unknown mark)."""
+    if getattr(config.option, "dist", "no") == "no":
+        return
     for item in items:
         group = xdist_group(item)
         if group:
