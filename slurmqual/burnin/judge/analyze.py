@@ -570,7 +570,8 @@ def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: li
         from .topology import switch_of
 
         state = RoundState(state.decided, state.unavailable, switch_of(topology), state.partners)
-    return next_round(nodes, links, met_of(m.nodes for m in pairs), times, trusted or (), state)
+    # each pair once (a pair has a line per rail and test): the same sets, in the same order
+    return next_round(nodes, links, met_of(dict.fromkeys(m.nodes for m in pairs)), times, trusted or (), state)
 
 
 def keep_decided(nodes: dict[str, dict], decided: dict[str, dict]) -> None:

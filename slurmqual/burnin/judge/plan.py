@@ -242,13 +242,16 @@ def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:
 def repeats_of(measured: Iterable[tuple[Sequence[str], str]]) -> dict[frozenset[str], int]:
     """Pair -> how often it was measured on the key it was measured most on
     (`measured`: (nodes, key) of every pair test): 2 and more, a link measured again."""
-    per: dict[tuple[frozenset[str], str], int] = {}
+    per: dict[tuple[str, str, str], int] = {}
+    get = per.get
     for nodes, key in measured:
         if len(nodes) == 2:
-            k = (frozenset(nodes), key)
-            per[k] = per.get(k, 0) + 1
+            a, b = nodes
+            k = (a, b, key) if a < b else (b, a, key)  # a frozenset per line was most of its time
+            per[k] = get(k, 0) + 1
     out: dict[frozenset[str], int] = {}
-    for (pair, _key), c in per.items():
+    for (a, b, _key), c in per.items():
+        pair = frozenset((a, b))
         out[pair] = max(out.get(pair, 0), c)
     return out
 

@@ -11,7 +11,7 @@ import time
 from ..results import rundir
 from ..judge.analyze import Analysis, analyze
 from ..judge.plan import groups
-from ..records import Measurement, Params
+from ..records import Measurement, Params, from_dicts
 
 
 class BurninError(Exception):
@@ -268,7 +268,7 @@ def load_jsonl(path: str) -> list[dict]:
 def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str, dict[str, float]],
           topology=None, rounds=None) -> Analysis:
     """`rounds` (judge.plan.RoundState, retest.round_state): a run's earlier rounds and its nodes' states."""
-    return analyze([Measurement.from_dict(d) for d in raw], scope, params(config["burnin"]), baselines,
+    return analyze(from_dicts(raw), scope, params(config["burnin"]), baselines,
                    topology=topology, rounds=rounds)
 
 
