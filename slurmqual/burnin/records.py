@@ -15,7 +15,6 @@ import gc
 import math
 import re
 from dataclasses import dataclass
-from functools import cached_property
 
 from ..names import _GOOD_NAMES, check_node_list
 
@@ -79,10 +78,9 @@ class Measurement:
         """``test:topology`` (without the GPU model or NIC)."""
         return make_key(self.test, self.topology)
 
-    @cached_property
+    @property
     def key(self) -> str:
-        """The measurement key that judges it (intra keys carry the GPU model, rail keys the NIC).
-        Computed once (the retest plan asks it of every line)."""
+        """The measurement key that judges it (intra keys carry the GPU model, rail keys the NIC)."""
         return make_key(self.test, self.topology, self.rail if self.rail is not None else self.gpu_model)
 
     @classmethod

@@ -564,7 +564,9 @@ def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: li
     from .plan import met_of, next_round, repeats_of
 
     pairs = [m for m in measurements if len(m.nodes) == 2]
-    times = repeats_of((m.nodes, m.key) for m in pairs)
+    key_of: dict[tuple, str] = {}  # one key per (test, GPU model, rail), not one make_key per line
+    times = repeats_of((m.nodes, key_of.get((m.test, m.gpu_model, m.rail)) or
+                        key_of.setdefault((m.test, m.gpu_model, m.rail), m.key)) for m in pairs)
     state = rounds or RoundState()
     if state.switch_of is None and topology is not None:
         from .topology import switch_of

@@ -73,11 +73,12 @@ def clean_noise(ratios: list[float], floor: float) -> float:
     for a true 0.02 through the MAD's bound alone)."""
     # Too few pairs to say (a requalify's handful): the upper half's MAD
     # and its wide bound, (the floor, three times over, with none).
-    few = robust_noise(ratios, floor) * (1 + 2 / math.sqrt(max(len(ratios) // 2, 1)))
+    upper_mad = robust_noise(ratios, floor)  # once: it sorts every healthy pair (131,000 at 16k x 8 rails)
+    few = upper_mad * (1 + 2 / math.sqrt(max(len(ratios) // 2, 1)))
     if len(ratios) < 8:
         return few
     mid = median(ratios)
-    s0 = robust_noise(ratios, floor) * mid
+    s0 = upper_mad * mid
     keep = [r for r in ratios if r >= mid - 3 * s0]
     if len(keep) < 8:
         return few

@@ -166,11 +166,11 @@ def fleet_level(g: PairGraph, convicted: set[str], sigma: float | None, threshol
 def top_level(g: PairGraph, convicted: set[str], threshold: float) -> float:
     """The level healthy nodes run at: the median of the nodes' best pairs
     near the top (a healthy node with one healthy partner shows it)."""
-    ranked = sorted(g.best[n] for n in g.adj if n not in convicted)
+    ranked = sorted([v for n, v in g.best.items() if n not in convicted] if convicted else g.best.values())
     if not ranked:
         return 0.0
     top = ranked[(3 * len(ranked)) // 4]
-    return median(x for x in ranked if x >= threshold * top)
+    return median(ranked[bisect.bisect_left(ranked, threshold * top):])  # (sorted: the values >= the cut)
 
 
 def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: float, floor: float) -> float:
@@ -188,8 +188,9 @@ def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: flo
     # Too few such pairs (most of a tiny fleet suspect): a looser cut.
     healthy: list[float] = []
     for cut in (threshold * level, (threshold - 0.15) * level):
-        healthy = [v / level for (a, b), v in g.value.items()
-                   if a not in convicted and b not in convicted and (score[a] or 0) >= cut and (score[b] or 0) >= cut]
+        # (the nodes first, then their pairs: a pair is in when both ends are)
+        fine = {n for n in g.adj if n not in convicted and (score[n] or 0) >= cut}
+        healthy = [v / level for (a, b), v in g.value.items() if a in fine and b in fine]
         if len(healthy) >= 8:
             break
     # An upper bound, not the estimate (noise.clean_noise): a scale
@@ -269,8 +270,9 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
     (at 1 in 400, three hits on one node are 1 in 64 million)."""
     cut = min(line, level * (1 - 4 * sigma))
     total, hits = 0, []
+    fine = {n for n in g.adj if n not in convicted and not (score[n] or 0) < line}
     for (a, b), v in g.value.items():
-        if a in convicted or b in convicted or (score[a] or 0) < line or (score[b] or 0) < line:
+        if a not in fine or b not in fine:
             continue
         total += 1
         if v < cut:
