@@ -174,29 +174,52 @@ def test_the_plan_meets_partners_under_switches_not_met_yet():
 
 
 def test_a_suspect_link_is_measured_again_and_both_ends_meet_new_partners():
-    """A link slow in one pair, both ends fine elsewhere: the next round
-    measures the link itself once more and each end with two partners it
-    has not met; once measured twice it is not planned again."""
+    """Two links slow in one pair each (0.7 and 0.72), their ends fine
+    elsewhere: each is as low as the other healthy-ended pair, so neither
+    is beyond what the fleet's low pairs show (pairs.suspect_links: not
+    clear): the next round measures each link itself once more and each
+    end with two partners it has not met; once measured twice it is not
+    planned again."""
     from slurmqual.burnin.judge.plan import groups, rounds
     from fleet import follow_up
 
     nodes = names(32)
-    a_, b_ = rounds(groups(nodes, 32)[0], 3)[1][3]  # a pair the first round measures
-    fabric = Fabric(link={(a_, b_): 0.7}, noise=0.02)
+    first = rounds(groups(nodes, 32)[0], 3)
+    links = [tuple(sorted(first[1][3])), tuple(sorted(first[2][9]))]  # pairs the first rounds measure
+    assert not set(links[0]) & set(links[1])
+    fabric = Fabric(link={links[0]: 0.7, links[1]: 0.72}, noise=0.02)
     ms = run(nodes, fabric, seed=2, group_size=32)
     a = analyze(ms)
-    assert a.suspect_links == [sorted([a_, b_])] and a.nodes[a_]["verdict"] == a.nodes[b_]["verdict"] == "pass"
+    assert a.suspect_links == sorted(map(list, links)) and a.clear_links == []
     met = met_of(m.nodes for m in ms if len(m.nodes) == 2)
-    assert frozenset((a_, b_)) in pairs_of(a.retest_plan)
-    for end in (a_, b_):
-        new = [q for rnd in a.retest_plan for s, q in rnd if s == end and q not in (a_, b_)]
-        assert len(new) == 2 and not set(new) & met[end] and all(a.nodes[q]["verdict"] == "pass" for q in new)
+    for a_, b_ in links:
+        assert a.nodes[a_]["verdict"] == a.nodes[b_]["verdict"] == "pass"
+        assert frozenset((a_, b_)) in pairs_of(a.retest_plan)
+        for end in (a_, b_):
+            new = [q for rnd in a.retest_plan for s, q in rnd if s == end and q not in (a_, b_)]
+            assert len(new) == 2 and not set(new) & met[end] and all(a.nodes[q]["verdict"] == "pass" for q in new)
     for rnd in a.retest_plan:  # a node once per round
         assert len(nodes_of([rnd])) == 2 * len(rnd)
     # retest.plan_round (the benchmarks' way from raw lines) is the same plan
     assert retest.plan_round(a, [m.to_dict() for m in ms], set()) == a.retest_plan
     after = analyze(ms + follow_up(a.retest_plan, fabric, 9, 4))
-    assert after.suspect_links == [sorted([a_, b_])] and after.retest_plan == []
+    assert after.suspect_links == sorted(map(list, links)) and after.retest_plan == []
+
+
+def test_a_link_clearly_slow_on_its_measurement_is_named_without_a_round():
+    """One route at 0.5 at 2% noise, no other pair between healthy nodes
+    anywhere near it: no new partners or repeat settle anything (a round
+    for each such link reran a quarter to two thirds of the fleet). It is
+    named, its ends pass, and no round is planned for it."""
+    from slurmqual.burnin.judge.plan import groups, rounds
+
+    nodes = names(32)
+    a_, b_ = rounds(groups(nodes, 32)[0], 3)[1][3]
+    ms = run(nodes, Fabric(link={(a_, b_): 0.5}, noise=0.02), seed=2, group_size=32)
+    a = analyze(ms)
+    assert a.suspect_links == a.clear_links == [sorted([a_, b_])]
+    assert a.nodes[a_]["verdict"] == a.nodes[b_]["verdict"] == "pass" and a.retest_plan == []
+    assert retest.plan_round(a, [m.to_dict() for m in ms], set()) == []
 
 
 def rail_measure(nodes, seed, rounds_=None):

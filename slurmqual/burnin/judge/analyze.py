@@ -47,7 +47,7 @@ from statistics import median
 from ..records import Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
 from .pairs import KeyResult, _r, judge_pairs
-from .plan import RoundState
+from .plan import RoundState, to_remeasure
 
 # On a node slow on every rail, a NIC below this share of the node's own
 # median rail is named as well (a bad NIC in a slow node).
@@ -82,6 +82,9 @@ class Analysis:
     switch_findings: list[dict] = field(default_factory=list)
     # Where this analysis stands in its run's retest rounds (burnin/run/retest.py): {} outside a run.
     retest: dict = field(default_factory=dict)
+    # The suspect links the evidence settles (slow twice, or clearly beyond
+    # the noise): named without a retest round (pairs.suspect_links).
+    clear_links: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"median": self.median, "threshold": self.threshold, "nodes": self.nodes,
@@ -90,7 +93,7 @@ class Analysis:
                 "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown,
                 "noise": self.noise, "keys": self.keys, "incomplete_tasks": self.incomplete_tasks,
                 "versions": self.versions, "run_kind": self.run_kind, "suspect_switches": self.suspect_switches,
-                "switch_findings": self.switch_findings, "retest": self.retest}
+                "switch_findings": self.switch_findings, "retest": self.retest, "clear_links": self.clear_links}
 
 
 # -- the one answer to "which median judges this node" -------------------------
@@ -396,6 +399,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key))
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
+                results[key].clear = [[a, b, nic] for a, b in results[key].clear]
         elif topo == "intra":
             results[key] = _judge_single(key, ms, p, (fleet_level or {}).get(key))
         else:
@@ -462,6 +466,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
 
     links = sorted(link for r in results.values() for link in r.links)
     links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
+    clear = sorted(link for r in results.values() for link in r.clear)
     keep_decided(nodes, rounds.decided if rounds else {})
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
@@ -505,7 +510,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         if v["verdict"] == "untested" and v["keys"]:
             problems.append(f"{n}: untested: {v['why']}")
     retest = sorted(n for n in all_nodes if nodes[n]["verdict"] == "retest")
-    plan = _next_round(nodes, links, measurements, trusted, topology, rounds)
+    plan = _next_round(nodes, to_remeasure(links, clear), measurements, trusted, topology, rounds)
     planned = {n for rnd in plan for pair in rnd for n in pair}
     if [n for n in retest if n not in planned]:
         problems.append(f"{len([n for n in retest if n not in planned])} node(s) need a retest but have no "
@@ -522,7 +527,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                         f"at {f.factor:.0%} of the fleet over {f.nodes} nodes; none of its nodes drained for it")
     return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
                     problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()},
-                    suspect_switches=switches, switch_findings=[f.to_dict() for f in findings])
+                    suspect_switches=switches, switch_findings=[f.to_dict() for f in findings], clear_links=clear)
 
 
 def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, float], noise: float, p: Params,

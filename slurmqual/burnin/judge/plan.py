@@ -274,6 +274,14 @@ def _topo(key: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+def to_remeasure(links: list[list[str]], clear: list[list[str]]) -> list[list[str]]:
+    """The suspect links a retest round measures again: those no key's
+    evidence settles (a pair clearly slow on one rail is not re-measured
+    for its whole-node key either: that rail explains it)."""
+    settled = {frozenset(x[:2]) for x in clear}
+    return [x for x in links if frozenset(x[:2]) not in settled]
+
+
 def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict[str, set[str]],
                repeats: dict[frozenset[str], int] | None = None, trusted: Iterable[str] = (),
                state: RoundState | None = None) -> list[list[list[str]]]:

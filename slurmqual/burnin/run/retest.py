@@ -75,12 +75,13 @@ def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str
     """The next round's pair rounds (judge.plan.next_round, the one plan
     analyze() writes as `retest_plan`) for an analysis and the run's raw
     measurements: for callers that judged without a RoundState."""
-    from ..judge.plan import met_of, next_round, repeats_of
+    from ..judge.plan import met_of, next_round, repeats_of, to_remeasure
 
     st = state or RoundState(switch_of=switch_of, partners=partners)
     pairs = [m for m in raw if len(m.get("nodes") or ()) == 2]
     repeats = repeats_of((m["nodes"], f"{m.get('test')}:{m.get('rail')}") for m in pairs)
-    return next_round(analysis.nodes, analysis.suspect_links, met_of(m["nodes"] for m in pairs), repeats, trusted, st)
+    links = to_remeasure(analysis.suspect_links, getattr(analysis, "clear_links", []))
+    return next_round(analysis.nodes, links, met_of(m["nodes"] for m in pairs), repeats, trusted, st)
 
 
 def suspects_in(rounds: list[list[list[str]]]) -> list[str]:
