@@ -177,9 +177,10 @@ def test_a_suspect_link_is_measured_again_and_both_ends_meet_new_partners():
     """Two links slow in one pair each (0.7 and 0.72), their ends fine
     elsewhere: each is as low as the other healthy-ended pair, so neither
     is beyond what the fleet's low pairs show (pairs.suspect_links: not
-    clear): the next round measures each link itself once more and each
-    end with two partners it has not met; once measured twice it is not
-    planned again."""
+    clear): the next round measures each link itself once more (its ends,
+    passing with their other partners, meet no new ones: that was four
+    node-jobs per end and told nothing the repeat does not); once measured
+    twice it is not planned again."""
     from slurmqual.burnin.judge.plan import groups, rounds
     from fleet import follow_up
 
@@ -191,13 +192,11 @@ def test_a_suspect_link_is_measured_again_and_both_ends_meet_new_partners():
     ms = run(nodes, fabric, seed=2, group_size=32)
     a = analyze(ms)
     assert a.suspect_links == sorted(map(list, links)) and a.clear_links == []
-    met = met_of(m.nodes for m in ms if len(m.nodes) == 2)
     for a_, b_ in links:
         assert a.nodes[a_]["verdict"] == a.nodes[b_]["verdict"] == "pass"
         assert frozenset((a_, b_)) in pairs_of(a.retest_plan)
-        for end in (a_, b_):
-            new = [q for rnd in a.retest_plan for s, q in rnd if s == end and q not in (a_, b_)]
-            assert len(new) == 2 and not set(new) & met[end] and all(a.nodes[q]["verdict"] == "pass" for q in new)
+        for end in (a_, b_):  # each end passes with its other partners: the link's repeat decides
+            assert not [q for rnd in a.retest_plan for p in rnd if end in p for q in p if q not in (a_, b_)]
     for rnd in a.retest_plan:  # a node once per round
         assert len(nodes_of([rnd])) == 2 * len(rnd)
     # retest.plan_round (the benchmarks' way from raw lines) is the same plan

@@ -532,14 +532,13 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     replace (at 4% transients, a thousand of them per rail).
 
     Returns (links, clear): `clear` are the links the evidence already
-    settles, so that no retest round re-measures them (a round re-measures
-    a link and both its ends with new partners: for every noise-level
-    suspect that was a quarter to two thirds of the fleet rerun). Clear: measured
+    settles, so that no retest round re-measures them. Clear: measured
     twice (slow both times), or once and below the healthy level by the
-    fleet margin at alpha / MODEL_SAFETY over the links judged, with no
-    other low pair between healthy nodes near it (a heavy low tail, or
-    transient hits the fleet has too few of to describe, could have put
-    it there; those links stay to be measured again)."""
+    fleet margin at alpha / MODEL_SAFETY over the links judged in a fleet
+    whose healthy pairs show no other clearly low value at all (a heavy
+    low tail, student-t at 5%, puts single healthy pairs at 0.2-0.75, and
+    transient hits too few to describe could be there: such a fleet's
+    links are measured again)."""
     links, clear = [], []
     z_clear = one_sided_z(alpha / MODEL_SAFETY, len(g.value))
     z_link = one_sided_z(alpha, len(g.value))
@@ -576,7 +575,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
         if all(e is not None and v < e * (1 - z_link * sigma / math.sqrt(r_eff)) for e in ends):
             links.append([a, b])
             if r >= 2 or (v < healthy * (1 - z_clear * sigma) and not (
-                    hits is not None and level and hits.below(v / level, 4 * sigma) > 0)):
+                    hits is not None and level and hits.below(v / level, 1.0) > 0)):
                 clear.append([a, b])
     return sorted(links), sorted(clear)
 

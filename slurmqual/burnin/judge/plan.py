@@ -288,9 +288,10 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     """The pair rounds of a run's next retest round: THE plan (analyze()'s
     `retest_plan`, printed by `burnin analyze --json`, is what the run's
     analysis job submits). Each `retest` node, each node failing its
-    whole-node key with a rail `retest` (rail_suspects) and both ends of each
-    suspect link measured only once (`repeats`: times a pair was measured on
-    one key) meet `state.partners` proven-good nodes (`pass`, or `trusted`
+    whole-node key with a rail `retest` (rail_suspects) and the ends that do
+    not pass of each suspect link measured only once (`repeats`: times a
+    pair was measured on one key; `to_remeasure`: not settled already) meet
+    `state.partners` proven-good nodes (`pass`, or `trusted`
     references) they have not `met`, under switches they have not met where
     there are some; each such link is measured once more, in a round of its
     own. Decided fails and `unavailable` nodes are never planned, suspects
@@ -300,8 +301,12 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     links = [(a, b) for a, b, *_rail in suspect_links
              if (repeats or {}).get(frozenset((a, b)), 1) < 2 and not {a, b} & out_of]
     links = list(dict.fromkeys(tuple(sorted(p)) for p in links))
+    # An end of a link that passes is fine with its other partners: new
+    # partners would tell nothing the link's own repeat does not (they
+    # cost four node-jobs per end: with heavy-tailed noise, a thousand
+    # ambiguous links per fleet reran half of it). An end not passing meets them.
     suspects = sorted({n for n, v in nodes.items() if v["verdict"] == "retest"} | set(rail_suspects(nodes))
-                      | {n for p in links for n in p})
+                      | {n for p in links for n in p if nodes.get(n, {}).get("verdict") != "pass"})
     suspects = [n for n in suspects if n not in out_of]
     good = sorted((set(trusted) | {n for n, v in nodes.items() if v["verdict"] == "pass"}) - out_of - set(suspects))
     rounds_ = [[list(p) for p in rnd] for rnd in
