@@ -288,21 +288,23 @@ def parse_csv(text: str, where: str = "fabric map") -> Topology:
     rows = [r for r in csv.reader(io.StringIO(text)) if r and not r[0].lstrip().startswith("#")]
     if not rows or [c.strip().lower() for c in rows[0][:3]] != list(CSV_HEADER[:3]):
         raise TopologyError(f"{where}: fabric map needs the header node,rail,switch[,port]")
+    good: set[str] = set()  # names checked (a node has a row per rail: 131,072 rows at 16k x 8)
     for i, row in enumerate(rows[1:], 2):
-        here = f"{where}: row {i}"
         if len(row) not in (3, 4) or not row[0].strip() or not row[2].strip():
-            raise TopologyError(f"{here}: expected node,rail,switch[,port], got {','.join(row)!r}")
+            raise TopologyError(f"{where}: row {i}: expected node,rail,switch[,port], got {','.join(row)!r}")
         node, rail, switch = (c.strip() for c in row[:3])
-        try:
-            check(node)
-        except BadNodeName as exc:
-            raise TopologyError(f"{here}: {exc}") from None
+        if node not in good:
+            try:
+                check(node)
+            except BadNodeName as exc:
+                raise TopologyError(f"{where}: row {i}: {exc}") from None
+            good.add(node)
         if not rail:
-            _attach(topo, node, switch, here)
+            _attach(topo, node, switch, f"{where}: row {i}")
             continue
         old = topo.rail_switch.get((node, rail))
         if old is not None and old != switch:
-            raise TopologyError(f"{here}: {node} {rail} is on both {old} and {switch}")
+            raise TopologyError(f"{where}: row {i}: {node} {rail} is on both {old} and {switch}")
         topo.rail_switch[(node, rail)] = switch
     return topo
 
