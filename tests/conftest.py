@@ -176,16 +176,51 @@ def _rank(item, sizes: dict[str, int]) -> tuple:
     return (-1, -sizes[group]) if group else (1, 0)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the groups (before xdist reads the marks, hence tryfirst); only
-    under xdist (without it, pytest.mark.xdist_group is an unknown mark)."""
-    if getattr(config.option, "dist", "no") == "no":
-        return
-    for item in items:
-        group = xdist_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+    """Mark the groups before any hook runs (xdist's worker turns the marks into
+    its scopes in its own, tryfirst, pytest_collection_modifyitems: a wrapper
+    comes first); only under xdist (without it, an unknown mark)."""
+    if _loadgroup(config):
+        for item in items:
+            group = xdist_group(item)
+            if group:
+                item.add_marker(pytest.mark.xdist_group(group))
+    return (yield)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The work unit of `nodeid` for xdist's controller, which sees only node
+    ids: a real-Slurm module's tests of one version (`tests/test_x.py@24.11`),
+    else the whole module (its module fixtures set up once)."""
+    path, _, rest = nodeid.partition("::")
+    if rest.endswith("]") and "[" in rest:
+        last = rest[rest.rindex("[") + 1:-1].split("-")[-1]
+        if last in slurmcluster.VERSIONS:
+            return f"{path}@{last}"
+    return path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` scheduled by xdist_scope. xdist's own loadgroup puts
+    the group into the node id (item._nodeid), which pytest 9 no longer reads:
+    every test went to any worker, a module's order-dependent tests apart, one
+    cluster per worker. The marks stay for an xdist that works again."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ScopeScheduling(config, log)
+
+
+def _loadgroup(config) -> bool:
+    """Running under `--dist loadgroup`: the controller has option.dist, a
+    worker option.loadgroup (its option.dist is "no")."""
+    return bool(getattr(config.option, "loadgroup", False)) or getattr(config.option, "dist", "no") == "loadgroup"
 
 
 class _QueueOrder:
@@ -193,6 +228,8 @@ class _QueueOrder:
     def pytest_collection_modifyitems(self, config, items):
         """After pytest's own reordering (each module's cluster contiguous), a
         stable sort by _rank: the same order on every worker."""
+        if not _loadgroup(config):
+            return
         sizes: dict[str, int] = {}
         for item in items:
             group = xdist_group(item)
@@ -202,8 +239,7 @@ class _QueueOrder:
 
 
 def pytest_configure(config):
-    if getattr(config.option, "dist", "no") != "no":
-        config.pluginmanager.register(_QueueOrder(), "slurmqual-queue-order")
+    config.pluginmanager.register(_QueueOrder(), "slurmqual-queue-order")
 
 
 @pytest.hookimpl(tryfirst=True)
