@@ -201,6 +201,7 @@ def xdist_scope(nodeid: str) -> str:
     return path
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown under -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup` scheduled by xdist_scope. xdist's own loadgroup puts
     the group into the node id (item._nodeid), which pytest 9 no longer reads:
