@@ -1,18 +1,19 @@
-"""The one way slurmqual talks to Slurm. Two implementations: the CLI
-(scontrol/sinfo/sbatch/squeue, always the cluster's own version) and
-slurmrestd (for admin hosts without the CLI). Both raise SlurmError; both
+"""The one way slurmqual talks to Slurm. Three implementations: the CLI
+(scontrol/sinfo/sbatch/squeue, always the cluster's own version),
+slurmrestd (for admin hosts without the CLI) and pyslurm (libslurm 25.11). Both raise SlurmError; both
 decode what Slurm says with slurm/schema (NodeInfo, JobRecord). Tests use
 slurmqual.testing.FakeAdapter."""
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 
 from .schema.errors import SlurmError
 from .schema.jobs import JobRecord
 from .schema.nodes import NodeInfo
 
-__all__ = ["JobRecord", "NodeInfo", "SlurmAdapter", "SlurmError", "compress", "expand", "jobs_of"]
+__all__ = ["JobRecord", "NodeInfo", "SlurmAdapter", "SlurmError", "apply_export", "compress", "expand", "jobs_of"]
 
 
 class SlurmAdapter(ABC):
@@ -89,3 +90,18 @@ def compress(names: list[str]) -> str:
     import hostlist as _hl
 
     return _hl.collect_hostlist(names)
+
+
+def apply_export(value: str, env: dict[str, str]) -> None:
+    """Add what sbatch's `--export=VALUE` names to a job's environment `env`,
+    for the adapters that submit without sbatch (REST, pyslurm). sbatch's
+    forms: ALL|NONE|NIL, then NAME (its value here) or NAME=value. The REST
+    token never travels into a job."""
+    for item in value.split(","):
+        k, eq, v = item.partition("=")
+        if k in ("ALL", "NONE", "NIL") and not eq:
+            continue
+        if eq:
+            env[k] = v
+        elif k in os.environ and k != "SLURMRESTD_TOKEN":
+            env[k] = os.environ[k]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, compress, expand, jobs_of
+from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, apply_export, compress, expand, jobs_of
 from .cli import _AMBIGUOUS, _TRANSIENT, job_with_mark, submit_mark
 from .schema.jobs import JOB_BASE_STATES, JOB_FLAGS, array_tasks
 from .schema.nodes import node_state
@@ -275,14 +275,7 @@ def submit_fields(argv: list[str], script: str | None) -> dict:
     for arg in argv:
         key, _, value = arg.partition("=")
         if key == "--export":
-            for item in value.split(","):
-                k, eq, v = item.partition("=")
-                if k in ("ALL", "NONE", "NIL") and not eq:
-                    continue
-                if eq:
-                    env[k] = v
-                elif k in os.environ and k != "SLURMRESTD_TOKEN":
-                    env[k] = os.environ[k]
+            apply_export(value, env)
             continue
         if key == "--exclusive":
             fields["resource_sharing"] = "no"

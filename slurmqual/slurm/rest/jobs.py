@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..adapter import SlurmError, expand
+from ..adapter import SlurmError, apply_export, expand
 from ..schema.numbers import time_limit_seconds
 
 
@@ -42,15 +42,8 @@ def submit_body(gen: int, argv: list[str], script: str | None) -> dict:
     fields = dict(_COMMON, **(_NODE_LISTS if gen >= 39 else {}))
     for arg in argv:
         key, _, value = arg.partition("=")
-        if key == "--export":  # sbatch's forms: ALL|NONE, then NAME (current value) or NAME=value
-            for item in value.split(","):
-                k, eq, v = item.partition("=")
-                if k in ("ALL", "NONE", "NIL") and not eq:
-                    continue
-                if eq:
-                    env[k] = v
-                elif k in os.environ and k != "SLURMRESTD_TOKEN":
-                    env[k] = os.environ[k]
+        if key == "--export":
+            apply_export(value, env)
             continue
         if key == "--exclusive":
             if gen <= 38:
