@@ -93,7 +93,13 @@ VENV="$WORK/venv"
 rm -rf "$VENV"
 run "$PY" -m venv "$VENV" || { say "python -m venv failed (install python3-venv)"; exit 1; }
 if [ -z "$WHEEL" ]; then
-    run "$VENV/bin/pip" wheel "${PIPX[@]}" --no-deps -w "$WORK/dist" "$REPO" \
+    # Built from a copy: setuptools writes build/ and *.egg-info into the tree
+    # it builds, so two builds of one checkout at once (or a build beside the
+    # test suite's own) trip over each other, and the checkout stays clean.
+    rm -rf "$WORK/src" && mkdir -p "$WORK/src"
+    tar -C "$REPO" --exclude=./.git --exclude=./.venv --exclude=./build --exclude='./*.egg-info' -cf - . \
+        | tar -C "$WORK/src" -xf - || { say "copying $REPO to build the wheel failed"; exit 1; }
+    run "$VENV/bin/pip" wheel "${PIPX[@]}" --no-deps -w "$WORK/dist" "$WORK/src" \
         || { say "building the wheel failed (offline? give --wheel or --wheelhouse with setuptools)"; exit 1; }
     WHEEL=$(ls "$WORK"/dist/slurmqual-*.whl | head -1)
 fi
