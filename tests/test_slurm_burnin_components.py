@@ -94,11 +94,13 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
     # The first analysis retests n7 in an automatic round of the same run, and
     # drains the NIC's node at once (it is decided; n7 is not, and is never drained undecided).
     first = wait_for(lambda: (x := stage(run_dir, 1)) and x["state"] == "submitted" and x, what="retest round 1")
-    # n7, and its two slow links, named suspect already: each is measured again in the
-    # round, and both its ends meet new partners (the NIC's drained node is never one).
-    assert first["suspects"] == sorted([BORDERLINE, *partners[:2]]) and first["of"] == 2, first
+    # n7 is the suspect and meets new partners. Its two links at 0.7 in a noiseless
+    # fleet with no other low pair are clear on one measurement (aec9719): named
+    # without a round, so neither is measured again and their passing ends meet no
+    # one new; the NIC's drained node is never in the round.
+    assert first["suspects"] == [BORDERLINE] and first["of"] == 2, first
     pairs = {frozenset(p) for rnd in first["rounds"] for p in rnd}
-    assert {frozenset((BORDERLINE, p)) for p in partners[:2]} <= pairs
+    assert not {frozenset((BORDERLINE, p)) for p in partners[:2]} & pairs, pairs
     new = {q for p in pairs if BORDERLINE in p for q in p} - {BORDERLINE, *partners[:2]}
     assert len(new) == 2 and not new & set(partners) and SLOW_NIC_NODE not in {q for p in pairs for q in p}
     a0 = wait_for(lambda: _analysis(run_dir), what="the first analysis.json")  # written after its drains
@@ -124,7 +126,12 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
         {tuple(sorted(p)) for rnd in first["rounds"] for p in rnd}
     assert all(m["retest"] == 1 for m in res["measurements"])
     assert {m.get("rail") for m in res["measurements"]} == {None, *RAILS}  # its rails measured again too
-    assert a["retest"]["round"] == 1 and a["retest"]["final"] is True and stage(run_dir, 2) is None
+    # Once n7 passes (round 1), its two links are what is left: round 2 measures
+    # exactly them once more, and they stay slow (named below).
+    second = stage(run_dir, 2)
+    assert a["retest"]["round"] == 2 and a["retest"]["final"] is True, a["retest"]
+    assert second and sorted(map(sorted, (p for rnd in second["rounds"] for p in rnd))) == \
+        sorted(sorted([BORDERLINE, p]) for p in partners[:2]), second
     assert stage(run_dir, 1)["state"] == "submitted"
     assert a["nodes"][BORDERLINE]["verdict"] == "pass", a["nodes"][BORDERLINE]
     assert a["suspect_links"] == [sorted([BORDERLINE, p]) for p in sorted(partners[:2])]  # the links, not the node
@@ -136,7 +143,7 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
     finally:
         db.close()
     assert rows == [(SLOW_NIC_NODE, "fail"), (BORDERLINE, "pass")]
-    assert "retest round 1 of 2: tasks: 1 total" in w.stdout and "decided after 1 retest round(s) of 2" in w.stdout
+    assert "retest round 1 of 2: tasks: 1 total" in w.stdout and "decided after 2 retest round(s) of 2" in w.stdout
 
     # The slow NIC: its node drained, the NIC and its rail named.
     assert a["drain"] == [SLOW_NIC_NODE] and not a["guard_tripped"], (a["problems"], a["would_drain"])
