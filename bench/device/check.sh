@@ -150,8 +150,10 @@ if [ -z "$TOOLS" ]; then
     }
     if [ -n "$GPU_BURN" ]; then
         rm -rf "$WORK/src-gpu-burn"; cp -r "$GPU_BURN" "$WORK/src-gpu-burn"
+        # gpu-burn before 2024 compiles its kernel to compare.ptx, later ones to
+        # compare.fatbin; gpu_burn reads it from its working directory (the tools dir).
         build gpu-burn 120 make -C "$WORK/src-gpu-burn" ${CUDA_HOME:+CUDAPATH=$CUDA_HOME} \
-            && cp "$WORK/src-gpu-burn/gpu_burn" "$WORK/src-gpu-burn/compare.ptx" "$TOOLS/"
+            && cp "$WORK/src-gpu-burn/gpu_burn" $(ls "$WORK"/src-gpu-burn/compare.ptx "$WORK"/src-gpu-burn/compare.fatbin 2>/dev/null) "$TOOLS/"
     else say "gpu-burn: no source tree given (--gpu-burn SRC): untested"; fi
     if [ -n "$NVBANDWIDTH" ]; then
         rm -rf "$WORK/src-nvbandwidth"; cp -r "$NVBANDWIDTH" "$WORK/src-nvbandwidth"
@@ -160,8 +162,12 @@ if [ -z "$TOOLS" ]; then
     else say "nvbandwidth: no source tree given (--nvbandwidth SRC): untested"; fi
     if [ -n "$NCCL_TESTS" ]; then
         rm -rf "$WORK/src-nccl-tests"; cp -r "$NCCL_TESTS" "$WORK/src-nccl-tests"
+        # for this machine's GPUs only: nccl-tests' default list of architectures
+        # takes several times as long to build
+        CC_=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
         build nccl-tests 150 make -C "$WORK/src-nccl-tests" -j"$(nproc)" MPI=0 ${CUDA_HOME:+CUDA_HOME=$CUDA_HOME} \
-            ${NCCL_HOME:+NCCL_HOME=$NCCL_HOME} && NCCL_DIR="$WORK/src-nccl-tests/build"
+            ${NCCL_HOME:+NCCL_HOME=$NCCL_HOME} ${CC_:+NVCC_GENCODE=-gencode=arch=compute_$CC_,code=sm_$CC_} \
+            && NCCL_DIR="$WORK/src-nccl-tests/build"
     else say "nccl-tests: no source tree given (--nccl-tests SRC): untested"; fi
     for t in dcgmproftester13 dcgmproftester12 dcgmproftester11; do
         p=$(command -v $t) && { ln -sf "$p" "$TOOLS/$t"; say "dcgmproftester: installed one used ($p)"; break; }

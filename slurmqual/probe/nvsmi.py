@@ -298,6 +298,11 @@ def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
 # -- NVLink peers (`nvidia-smi topo -m`) ----------------------------------------
 
 _TOPO_DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\S+)$")
+# Driver 580 underlines the matrix header with terminal escapes even when
+# stdout is a file or a pipe ('\x1b[4mGPU0\tCPU Affinity...\x1b[0m', seen on
+# an H200 by the device check, tests/data/real/device): unstripped, the header
+# is not found and every NV# cell is missed.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def parse_topo_nvlink_peers(text: str) -> dict[int, dict[int, int]]:
@@ -307,7 +312,7 @@ def parse_topo_nvlink_peers(text: str) -> dict[int, dict[int, int]]:
     (the affinity columns after them are left alone). {} when there is no matrix."""
     columns: list[str] = []
     peers: dict[int, dict[int, int]] = {}
-    for line in text.splitlines():
+    for line in _ANSI.sub("", text).splitlines():
         tokens = line.split()
         if not tokens:
             continue

@@ -35,7 +35,7 @@ def gpu_argv(cfg: dict, tool: str, path: str, node: str) -> list[str]:
     """The srun step that runs `tool` on every GPU of `node`."""
     secs = str(cfg["gpu_test_s"])
     step = ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", f"--time={cfg['test_time_limit']}",
-            f"--chdir={cfg['gpu_tools_dir']}"]  # gpu_burn reads compare.ptx from its working directory
+            f"--chdir={cfg['gpu_tools_dir']}"]  # gpu_burn reads compare.ptx (or .fatbin) from its working directory
     if tool == "gpu_burn":
         return [*step, path, "-tc", secs]
     if tool == "dcgmproftester":
