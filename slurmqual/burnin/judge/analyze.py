@@ -42,6 +42,8 @@ from __future__ import annotations
 import gc
 import re
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from statistics import median
 
 from ..records import Measurement, Params, make_key, split_key, topology_of
@@ -347,9 +349,8 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     valid = _at_reference([m for m in measurements if m.ok], p.reference_size, problems)
 
     seen: dict[str, None] = dict.fromkeys(scope or ())
-    for m in (*measurements, *gpu_ms):
-        for n in m.nodes:
-            seen.setdefault(n)
+    # (in C: 475,000 node names at 16k x 8 rails; first seen first, as a loop of setdefault)
+    seen.update(dict.fromkeys(chain.from_iterable(map(attrgetter("nodes"), chain(measurements, gpu_ms)))))
     all_nodes = [n for n in seen if n not in (trusted or ())]
     tests = list(dict.fromkeys(m.test for m in measurements))
 
@@ -415,9 +416,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     noise_of = {k: r.noise for k, r in results.items()}
     for f in findings:
         found_in.setdefault(f.key, set()).add(f.switch)
+    result_items = list(results.items())
     for n in all_nodes:
-        keys = {k: {"verdict": r.verdicts[n], "score": r.scores[n], **({"own": r.own[n]} if n in r.own else {})}
-                for k, r in results.items() if n in r.verdicts}
+        keys = {}
+        for k, r in result_items:
+            if n in r.verdicts:
+                kv = keys[k] = {"verdict": r.verdicts[n], "score": r.scores[n]}
+                if n in r.own:
+                    kv["own"] = r.own[n]
         if len(keys) > 1 and any(kv["verdict"] == "fail" for kv in keys.values()):
             from .fabricmodel import name_nics
 
