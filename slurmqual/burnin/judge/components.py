@@ -113,7 +113,9 @@ class _Search:
                         self.leaving[s].append(pair)
         self.value = dict(g.value)
         self.ratio = {pair: v / level for pair, v in g.value.items()}
-        self.score = {n: self._score(n) for n in g.adj}
+        # Nodes' scores on demand: only a switch whose own pairs are slow
+        # counts its slow nodes (at 16k x 8 rails most keys have none).
+        self.score: dict[str, float] = {}
         self.half = len(g.adj) / 2
         self.done: set[str] = set()
         self.cand = {s: self._candidate(s) for s in members}
@@ -121,6 +123,16 @@ class _Search:
     def _score(self, n: str) -> float:
         ratio = self.ratio
         return upper_median([ratio[(n, q) if n < q else (q, n)] for q, _v in self.g.adj[n]])
+
+    def _slow_nodes(self, ns: list[str]) -> int:
+        score, cut = self.score, self.cut
+        slow = 0
+        for n in ns:
+            v = score.get(n)
+            if v is None:
+                v = score[n] = self._score(n)
+            slow += v < cut
+        return slow
 
     def best(self) -> tuple[float, str, str, list[Pair]] | None:
         live = [c for s, c in self.cand.items() if c is not None and s not in self.done]
@@ -137,7 +149,7 @@ class _Search:
             self.value[x] /= f
             self.ratio[x] /= f
         for n in nodes:
-            self.score[n] = self._score(n)
+            self.score.pop(n, None)  # its pairs changed
         for sw in {self.leaf[n] for n in nodes} - {None} - self.done:
             self.cand[sw] = self._candidate(sw)
 
@@ -150,11 +162,10 @@ class _Search:
         inside = [ratio[x] for x in within]
         out = [ratio[x] for x in leaving]
         touching = inside + out
-        slow_nodes = sum(1 for n in ns if self.score[n] < cut)
         # Every path through it: its own pairs (which no other switch carries)
         # are slow. With its own pairs fine, or none, only the pairs leaving
         # it are: its uplinks, or the switch they all lead to (below).
-        if inside and median(inside) < cut and slow_nodes >= max(MIN_NODES, MOST * len(ns)):
+        if inside and median(inside) < cut and self._slow_nodes(ns) >= max(MIN_NODES, MOST * len(ns)):
             f = median(touching)
             if f < cut:
                 return (-sum(1 for r in touching if r < cut), f, s, "switch", within + leaving)
