@@ -67,6 +67,28 @@ def test_fabric_map_csv_per_rail_and_switch_of_uses_the_first_rail():
     assert switch_of(t) == {"n1": "rail0-su1", "n2": "leafX"}
 
 
+@pytest.mark.parametrize("body", [
+    "n1,mlx5_1,rail1-su1,3\n  # a comment\n\nn1 , mlx5_0 ,rail0-su1\nn2,,leafX\n n3,mlx5_0, r0 ,\n",
+    "n1,mlx5_0,a\nn1,mlx5_0,b\n",              # one NIC on two switches
+    "n1,mlx5_0\n", "n1,mlx5_0,s,1,extra\n", ",mlx5_0,s\n", "n1,mlx5_0, \n",   # malformed rows
+    "bad name,mlx5_0,s\n", "n1,,a\nn1,,b\n"])
+def test_fabric_map_csv_split_at_commas_reads_as_csv_does(body):
+    """Without quotes the map is split at commas (16k x 8 rails: 131,072
+    rows); the same text with a quoted cell goes through csv.reader: the
+    same topology or the same error, row numbers included."""
+    plain = "node,rail,switch,port\n" + body
+    quoted = '"node",rail,switch,port\n' + body
+    results = []
+    for text in (plain, quoted):
+        try:
+            t = parse(text, "map.csv")
+            results.append((t.rail_switch, t.node_switch))
+        except TopologyError as exc:
+            results.append(str(exc).replace(quoted, plain))
+    assert results[0] == results[1]
+    assert results[0] != ({}, {})
+
+
 def test_fabric_map_from_real_iblinkinfo(samples):
     text = (samples / "ib" / "iblinkinfo_25G_HDR_switch_MQM8700_EXCERPT.txt").read_text()
     r = fabricmap.from_iblinkinfo(text)
