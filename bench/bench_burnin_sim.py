@@ -39,7 +39,9 @@ failed tests, a dead task); small fleets (16 and 64 nodes, 10-15% of nodes at
 0.85); slow links at 5% and 8% noise with whole-node tests only.
 
 Usage: python3 bench/bench_burnin_sim.py [--full] [--seeds N] [--sizes 64,512,4096] [--only new|old]
-The default run is short (a few minutes); --full is the big sweep.
+       [--seed-base N] [--scenarios N] [--pick SEED,...]
+The default run is short (a few minutes); --full is the big sweep. The issue 22
+sweep of docs/BENCHMARKS.md: --only new --scenarios 100 --seed-base B.
 """
 
 from __future__ import annotations
@@ -427,7 +429,7 @@ def main() -> int:
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--only", choices=["new", "old"], default=None,
                     help="new: the issue 22 families only (runsim); old: the earlier sweep only")
-    ap.add_argument("--new-seeds", type=int, default=10, help="scenarios per issue 22 family")
+    runsim.add_family_options(ap)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     base_seeds = args.seeds or (24 if args.full else 2)
@@ -436,9 +438,9 @@ def main() -> int:
     print(f"seed base {seed_base} (--seed-base {seed_base} repeats this run)")
     ok_new = True
     if args.only != "old":
-        ok_new = runsim.run_families(FAMILIES, args.new_seeds, seed_base, "issue 22 families (final state after "
+        ok_new = runsim.run_families(FAMILIES, args.scenarios, seed_base, "issue 22 families (final state after "
                                      f"up to {runsim.MAX_RETEST_ROUNDS} retest rounds from the run's own plan)",
-                                     args.family, args.verbose)
+                                     args.family, args.verbose, runsim.picked(args.pick))
         if args.only == "new":
             return 0 if ok_new else 1
     scenarios = [sc for sc in SCENARIOS if args.family in (None, sc.family)]

@@ -52,7 +52,9 @@ NIC at 0.8; slow routes at 5% and at 8% noise. Then a timing row: 16,384
 nodes x 8 rails, whole-node and per-rail lines, analysed with the fabric map.
 
 Usage: python3 bench/bench_components_sim.py [--seeds N] [--sizes 512,4096] [--seed-base N] [--family F]
-       [--only new|old] [--timing-only]
+       [--only new|old] [--timing-only] [--no-timing] [--scenarios N] [--pick SEED,...]
+The issue 22 sweep of docs/BENCHMARKS.md: --only new --no-timing --scenarios 100 --seed-base B
+(seeds B..B+99 in every family; --pick replays listed scenarios of that set).
 """
 
 from __future__ import annotations
@@ -381,10 +383,13 @@ FAMILIES = [
 ]
 
 
-def new_families(seeds: int, seed_base: int, only: str | None, verbose: bool) -> bool:
+def new_families(seeds: int, seed_base: int, only: str | None, verbose: bool, pick: set[int] | None = None,
+                 with_timing: bool = True) -> bool:
     ok = runsim.run_families(FAMILIES, seeds, seed_base, "issue 22 families: whole-node + per-rail tests, a fabric "
                              f"map, up to {runsim.MAX_RETEST_ROUNDS} retest rounds from the run's own plan "
-                             "(final state judged)", only, verbose)
+                             "(final state judged)", only, verbose, pick)
+    if not with_timing:
+        return ok
     cpu, wall, count = runsim.timing(16384, 8)
     met = cpu < 5
     print(f"timing: 16,384 nodes x 8 rails, whole-node + per-rail lines ({count:,} measurements, from the "
@@ -403,7 +408,7 @@ def main() -> int:
     ap.add_argument("--timing-only", action="store_true")
     ap.add_argument("--only", choices=["new", "old"], default=None,
                     help="new: the issue 22 families only (runsim); old: the issue 16 sweep only")
-    ap.add_argument("--new-seeds", type=int, default=10, help="scenarios per issue 22 family")
+    runsim.add_family_options(ap)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     if args.timing_only:
@@ -412,7 +417,8 @@ def main() -> int:
     print(f"seed base {seed_base} (--seed-base {seed_base} repeats this run)")
     ok_new = True
     if args.only != "old":
-        ok_new = new_families(args.new_seeds, seed_base, args.family, args.verbose)
+        ok_new = new_families(args.scenarios, seed_base, args.family, args.verbose, runsim.picked(args.pick),
+                              not args.no_timing)
         if args.only == "new":
             return 0 if ok_new else 1
     sizes = [int(x) for x in args.sizes.split(",")]
