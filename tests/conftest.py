@@ -83,13 +83,25 @@ def once_version(versions: list[str]) -> str:
     return slurmcluster.HOST_VERSION if slurmcluster.HOST_VERSION in versions else versions[0]
 
 
+def on_versions(selected: list[str], named: tuple[str, ...]) -> list[str]:
+    """The versions a `slurm_on(...)` module runs on: those it names that are
+    selected; where none is, once, as a `slurm_once` module (a run of 25.11
+    alone still runs it)."""
+    chosen = [v for v in selected if v in named]
+    return chosen or [once_version(selected)]
+
+
 def pytest_generate_tests(metafunc):
     if "cluster" in metafunc.fixturenames and metafunc.definition.get_closest_marker("slurm"):
         versions = slurm_versions()
         # slurm_once: what the module adds is slurmqual's own logic; its Slurm-facing
         # part (healthcheck drain/resume, burn-in job chains) is tested on every
         # version by other modules, so once is enough (docs/SLURM_VERSIONS.md).
-        if metafunc.definition.get_closest_marker("slurm_once"):
+        # slurm_on(...): the versions an issue names for it (the rest of the matrix once).
+        named = metafunc.definition.get_closest_marker("slurm_on")
+        if named:
+            versions = on_versions(versions, tuple(named.args))
+        elif metafunc.definition.get_closest_marker("slurm_once"):
             versions = [once_version(versions)]
         metafunc.parametrize("cluster", versions, ids=versions, indirect=True, scope="module")
 
@@ -159,10 +171,19 @@ def _needs_build(version: str) -> bool:
         return True
 
 
+def weight(item) -> int:
+    """What a test counts for when its group is queued: 1, or the module's
+    `slurm_weight(n)` (a module whose few tests each run a long job chain on
+    a large cluster: queued by its tests alone it would start last, with
+    nothing left to run beside it)."""
+    mark = item.get_closest_marker("slurm_weight")
+    return int(mark.args[0]) if mark and mark.args else 1
+
+
 def _rank(item, sizes: dict[str, int]) -> tuple:
     """Order of the xdist work queue (--no-loadscope-reorder keeps it): unit
     modules with a module fixture, then the real clusters, largest module
-    first (they are the long ones), then the
+    first (they are the long ones; size: its tests' weights), then the
     unit tests, then the versions still to be built, so that their build
     overlaps everything else."""
     group = xdist_group(item)
@@ -235,7 +256,7 @@ class _QueueOrder:
         for item in items:
             group = xdist_group(item)
             if group:
-                sizes[group] = sizes.get(group, 0) + 1
+                sizes[group] = sizes.get(group, 0) + weight(item)
         items[:] = sorted(items, key=lambda item: _rank(item, sizes))
 
 
