@@ -373,3 +373,24 @@ def test_decoded_suspended_and_completing_jobs_are_active(gen, value):
     rec = dict(doc["jobs"][0], job_state=value)
     (job, *_) = decode_jobs(dict(doc, jobs=[rec]), "squeue --json")
     assert job.active
+
+
+def test_poll_for_looks_until_found_or_the_time_is_up():
+    """The creation-mark look both the CLI and pyslurm adapters use: a
+    SlurmError from the look is 'not found yet', 0 seconds is one look."""
+    from slurmqual.slurm.adapter import poll_for
+
+    looks = []
+
+    def find():
+        looks.append(1)
+        if len(looks) < 3:
+            raise SlurmError("squeue: slurmctld busy")
+        return "4242"
+
+    assert poll_for(find, 5.0, interval=0.01) == "4242" and len(looks) == 3
+    looks.clear()
+    assert poll_for(lambda: looks.append(1), 0) is None and len(looks) == 1
+    start = time.monotonic()
+    assert poll_for(lambda: None, 0.2, interval=0.05) is None
+    assert 0.2 <= time.monotonic() - start < 2

@@ -7,13 +7,15 @@ slurmqual.testing.FakeAdapter."""
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 
 from .schema.errors import SlurmError
 from .schema.jobs import JobRecord
 from .schema.nodes import NodeInfo
 
-__all__ = ["JobRecord", "NodeInfo", "SlurmAdapter", "SlurmError", "apply_export", "compress", "expand", "jobs_of"]
+__all__ = ["JobRecord", "NodeInfo", "SlurmAdapter", "SlurmError", "apply_export", "compress", "expand", "jobs_of",
+           "poll_for"]
 
 
 class SlurmAdapter(ABC):
@@ -105,3 +107,20 @@ def apply_export(value: str, env: dict[str, str]) -> None:
             env[k] = v
         elif k in os.environ and k != "SLURMRESTD_TOKEN":
             env[k] = os.environ[k]
+
+
+def poll_for(find, seconds: float, interval: float = 0.5):
+    """find() until it returns something other than None or `seconds` have
+    passed (0: one look). After an ambiguous failure (a timeout: slurmctld may
+    still be creating the job or reservation) the adapters look for the
+    creation's mark this way before they retry or give up; a SlurmError from
+    find() counts as not found yet."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = find()
+        except SlurmError:
+            found = None
+        if found is not None or time.monotonic() >= deadline:
+            return found
+        time.sleep(interval)

@@ -23,7 +23,7 @@ import time
 import uuid
 
 from ..command import CommandError, run
-from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, compress, expand, jobs_of
+from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, compress, expand, jobs_of, poll_for
 from .schema import (FormatError, SlurmVersion, decode_jobs, decode_nodes, groups_from_oneliner, parse_node_oneliner,
                      parse_version)
 
@@ -111,15 +111,7 @@ class CliAdapter(SlurmAdapter):
         raise SlurmError(f"{what}: {last}; not found afterwards, so not created") from None
 
     def _find_for(self, find, ambiguous: bool):
-        deadline = time.monotonic() + (min(self.timeout, 10.0) if ambiguous else 0)
-        while True:
-            try:
-                found = find()
-            except SlurmError:
-                found = None
-            if found is not None or time.monotonic() >= deadline:
-                return found
-            time.sleep(0.5)
+        return poll_for(find, min(self.timeout, 10.0) if ambiguous else 0)
 
     # -- reads -------------------------------------------------------------
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, apply_export, compress, expand, jobs_of
+from .adapter import JobRecord, NodeInfo, SlurmAdapter, SlurmError, apply_export, compress, expand, jobs_of, poll_for
 from .cli import _AMBIGUOUS, _TRANSIENT, job_with_mark, submit_mark
 from .schema.jobs import JOB_BASE_STATES, JOB_FLAGS, array_tasks
 from .schema.nodes import node_state
@@ -151,15 +151,7 @@ class PyslurmAdapter(SlurmAdapter):
         """Look for a creation's mark; after an ambiguous failure (a timeout:
         slurmctld may still be at it), for a while."""
         ambiguous = last is not None and any(t in str(last) for t in _AMBIGUOUS)
-        deadline = time.monotonic() + (10.0 if ambiguous else 0)
-        while True:
-            try:
-                found = find()
-            except SlurmError:
-                found = None
-            if found is not None or time.monotonic() >= deadline:
-                return found
-            time.sleep(0.5)
+        return poll_for(find, 10.0 if ambiguous else 0)
 
     def cancel(self, job_ids: list[str]) -> None:
         if not job_ids:
