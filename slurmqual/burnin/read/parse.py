@@ -264,6 +264,27 @@ def _header(line: str) -> list[str] | None:
     return None
 
 
+def _start_table(hdr: list[str], tables: list[list[Row]], res: Result) -> _Columns | None:
+    """A table header, with or without its `#`: its columns, and a new table
+    to fill; None, with the problem noted, when the columns are not ones we know
+    (the rows that follow are then read by the previous header, if any)."""
+    try:
+        cols = _Columns(hdr)
+    except ValueError as exc:
+        res.problems.append(f"unrecognised table header: {exc}")
+        return None
+    tables.append([])
+    return cols
+
+
+def _average(token: str, res: Result) -> None:
+    """'# Avg bus bandwidth : X' (or pasted without its `#`)."""
+    try:
+        res.avg_busbw = _num(token)
+    except ValueError:
+        res.problems.append(f"unreadable average bus bandwidth {token!r}")
+
+
 def _strip_prefix(line: str) -> str:
     m = _PREFIX.match(line)
     return line[m.end():] if m else line
@@ -301,18 +322,11 @@ def parse_lines(lines: Iterable[str]) -> Result:
                 continue
             hdr = _header(stripped)
             if hdr is not None:
-                try:
-                    cols = _Columns(hdr)
-                    tables.append([])
-                except ValueError as exc:
-                    res.problems.append(f"unrecognised table header: {exc}")
+                cols = _start_table(hdr, tables, res) or cols
                 continue
             m = _AVG.match(stripped)
             if m:
-                try:
-                    res.avg_busbw = _num(m.group(1))
-                except ValueError:
-                    res.problems.append(f"unreadable average bus bandwidth {m.group(1)!r}")
+                _average(m.group(1), res)
                 continue
             m = _OOB.match(stripped)
             if m:
@@ -339,11 +353,7 @@ def parse_lines(lines: Iterable[str]) -> Result:
             res.nccl_version = m.group(1)
         hdr = _header(stripped)  # the table header and summary lines without their `#` (pasted runs)
         if hdr is not None:
-            try:
-                cols = _Columns(hdr)
-                tables.append([])
-            except ValueError as exc:
-                res.problems.append(f"unrecognised table header: {exc}")
+            cols = _start_table(hdr, tables, res) or cols
             continue
         m = _OOB.match(stripped)
         if m:
@@ -351,10 +361,7 @@ def parse_lines(lines: Iterable[str]) -> Result:
             continue
         m = _AVG.match(stripped)
         if m:
-            try:
-                res.avg_busbw = _num(m.group(1))
-            except ValueError:
-                res.problems.append(f"unreadable average bus bandwidth {m.group(1)!r}")
+            _average(m.group(1), res)
             continue
         if _failure(stripped):
             failures.append(stripped[:160])
