@@ -518,7 +518,8 @@ def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:
             "sw_found": len(t.must_switch & switches), "link_truth": len(t.must_link),
             "link_found": len(found_links), "noise_links": len(noise_links), "rounds": run.rounds,
             "reruns": run.reruns, "nodes": len(t.healthy) + len(set(a.nodes) - t.healthy),
-            "slow": len(t.faulty), "slow_drained": len(drained & t.faulty)}
+            "slow": len(t.faulty), "slow_drained": len(drained & t.faulty),
+            "open": sum(1 for x in t.healthy if verdict.get(x) in ("untested", "retest")), "healthy": len(t.healthy)}
 
 
 # -- a family table ------------------------------------------------------------------
@@ -548,13 +549,13 @@ def lower_bound(right: int, runs: int, confidence: float = CONFIDENCE) -> float:
 def new_row() -> dict:
     return {"runs": 0, "right": 0, "false": 0, "nic_truth": 0, "nic_found": 0, "sw_truth": 0, "sw_found": 0,
             "link_truth": 0, "link_found": 0, "noise_links": 0, "rounds": 0, "max_rounds": 0, "reruns": 0,
-            "node_total": 0, "links_target": False, "slow": 0, "slow_drained": 0, "cpu": 0.0}
+            "node_total": 0, "links_target": False, "slow": 0, "slow_drained": 0, "cpu": 0.0, "open": 0, "healthy": 0}
 
 
 def add(row: dict, r: dict, links_target: bool) -> None:
     row["runs"] += 1
     for k in ("right", "false", "nic_truth", "nic_found", "sw_truth", "sw_found", "link_truth", "link_found",
-              "noise_links", "rounds", "reruns", "slow", "slow_drained"):
+              "noise_links", "rounds", "reruns", "slow", "slow_drained", "open", "healthy"):
         row[k] += r[k]
     row["node_total"] += r["nodes"]
     row["max_rounds"] = max(row["max_rounds"], r["rounds"])
@@ -570,10 +571,11 @@ def table(rows: dict[str, dict], title: str) -> bool:
           "links found >= 95% at 5% noise (right >=: the one-sided "
           f"{CONFIDENCE:.0%} Clopper-Pearson lower bound; nodes rerun: node-jobs in retest rounds, share of the "
           "nodes; slow drained: nodes with any fault drained, clear or not; CPU/scen.: this process' CPU "
-          "seconds per scenario, harness and analysis)")
+          "seconds per scenario, harness and analysis; healthy open: healthy nodes the final analysis leaves untested "
+          "or retest, share of the healthy nodes: not a wrong answer, not in service either)")
     print(f"{'family':<24} {'scen.':>5} {'right':>7} {'right >=':>8} {'healthy drained':>15} {'NIC named':>10} "
           f"{'switch named':>12} {'links found':>11} {'noise links':>11} {'rounds avg/max':>14} "
-          f"{'nodes rerun':>16} {'slow drained':>12} {'CPU/scen.':>9}")
+          f"{'nodes rerun':>16} {'slow drained':>12} {'healthy open':>13} {'CPU/scen.':>9}")
     ok = True
     pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
     for name, f in rows.items():
@@ -590,7 +592,9 @@ def table(rows: dict[str, dict], title: str) -> bool:
         print(f"{name:<24} {f['runs']:>5} {right:>7.1%} {lower_bound(f['right'], f['runs']):>8.1%} {f['false']:>15} "
               f"{pct(nic):>10} {pct(sw):>12} {pct(link):>11} {f['noise_links']:>11} "
               f"{f['rounds'] / f['runs']:>9.2f}/{f['max_rounds']:<4} {rerun:>16} "
-              f"{pct(f['slow_drained'] / f['slow'] if f['slow'] else None):>12} {f['cpu'] / f['runs']:>8.2f}s  "
+              f"{pct(f['slow_drained'] / f['slow'] if f['slow'] else None):>12} "
+              f"{str(f['open']) + ' (' + format(f['open'] / max(f['healthy'], 1), '.1%') + ')':>13} "
+              f"{f['cpu'] / f['runs']:>8.2f}s  "
               f"{'MET' if met else 'MISSED'}")
     return ok
 
