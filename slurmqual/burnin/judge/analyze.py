@@ -170,8 +170,15 @@ def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[
     """Measurements at the reference size; per key, fall back to the largest size measured."""
     out = []
     by_shape: dict[tuple[str, int, str | None], list[Measurement]] = {}
+    get = by_shape.get
     for m in ms:
-        by_shape.setdefault((m.test, min(len(m.nodes), 3), m.rail), []).append(m)
+        n = len(m.nodes)
+        shape = (m.test, n if n < 3 else 3, m.rail)
+        items = get(shape)
+        if items is None:
+            by_shape[shape] = [m]
+        else:
+            items.append(m)
     by_key = {make_key(test, topology_of(n, rail), rail): items for (test, n, rail), items in by_shape.items()}
     for kind, items in sorted(by_key.items()):
         at = [m for m in items if m.size == ref]
