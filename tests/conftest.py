@@ -50,6 +50,31 @@ def samples() -> pathlib.Path:
     return SAMPLES
 
 
+@pytest.fixture
+def real_logrotate():
+    """`slurmqual install` with the default root writes this machine's real
+    /etc/logrotate.d/slurmqual (the tests give every other path). Tests doing
+    that at once (xdist workers, or two checkouts' suites) rewrite it with their
+    own log paths and install then fails to converge: one at a time, and what
+    was there before is put back."""
+    import fcntl
+
+    path = "/etc/logrotate.d/slurmqual"
+    with open("/run/lock/slurmqual-test-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            before = pathlib.Path(path).read_bytes()
+        except FileNotFoundError:
+            before = None
+        try:
+            yield
+        finally:
+            if before is not None:
+                pathlib.Path(path).write_bytes(before)
+            elif os.path.exists(path):
+                os.unlink(path)
+
+
 # -- the real-Slurm version matrix --------------------------------------------
 # Every test that uses a module's real `cluster` fixture (tests marked `slurm`)
 # runs once per Slurm version: 22.05 (this machine's Debian 12 packages), 24.11

@@ -16,7 +16,8 @@ from slurmqual.nodetree import build
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="install manages root-owned files: run as root")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="install manages root-owned files: run as root"),
+              pytest.mark.usefixtures("real_logrotate")]
 
 
 def sq(*args: str, check: bool = False) -> subprocess.CompletedProcess:

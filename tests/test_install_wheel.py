@@ -9,6 +9,7 @@ import email.parser
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,7 +24,13 @@ HEAVY = ("matplotlib", "numpy", "PIL", "fontTools")
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, "-m", "build", "-o", str(out), REPO], capture_output=True, text=True,
+    # Built from a copy: setuptools writes build/ and *.egg-info into the tree
+    # it builds, so two builds of one checkout at once (this module's tests on
+    # two xdist workers, or the device check's test beside them) collide.
+    src = tmp_path_factory.mktemp("src") / "slurmqual"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                             ".devcarry", ".gl", ".whl"))
+    proc = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(src)], capture_output=True, text=True,
                           timeout=600)
     if proc.returncode != 0 and "Could not find a version that satisfies" in proc.stdout + proc.stderr:
         pytest.skip("python -m build needs setuptools from a package index, which is unreachable here")
@@ -103,6 +110,7 @@ def _node_config(tmp_path) -> tuple[str, str]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="install manages root-owned files: run as root")
+@pytest.mark.usefixtures("real_logrotate")
 def test_console_script_and_installed_wrappers_run_the_prolog_with_no_environment(venv, tmp_path):
     cfg, cache = _node_config(tmp_path)
     env = {"SLURMD_NODENAME": "n1", "SLURMQUAL_CONFIG": cfg, "SLURMQUAL_CACHE_DIR": cache}
