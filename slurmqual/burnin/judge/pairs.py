@@ -27,7 +27,7 @@ from operator import itemgetter
 from statistics import median
 from typing import TYPE_CHECKING, Iterable
 
-from .noise import clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
+from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
 
 if TYPE_CHECKING:
     from ..records import Measurement, Params
@@ -40,6 +40,9 @@ MODEL_SAFETY = 10
 LUCKY_ODDS = 10  # a healthy pair among hits: healthy node vs intermittently slow one
 MIN_HITS = 3  # clearly low healthy pairs before the fleet is said to have transient hits
 DESCRIBED_HITS = 12  # ... before their spread (and how low they go) is taken from them
+# Poisson mean under which MIN_HITS or more values are a 1% chance: fewer
+# pairs this low expected from the gaussian bulk than this, and MIN_HITS seen, is a heavy tail.
+HEAVY_COUNT = 0.436
 OUTLIER_Z = 3.0  # a node's lowest pair this many pair-difference sds below its others: a link's, not its own
 
 
@@ -214,14 +217,24 @@ def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: flo
 
 @dataclass(frozen=True)
 class Transients:
-    """How often a pair between two healthy nodes comes out clearly low
-    (transient congestion, a straggling run), estimated from the fleet's own
-    healthy pairs, and the ratios those hits had. A healthy node looks slow
-    only when most of its pairs are hit together: the chance of that over
-    the fleet decides whether a node's low pairs can be its own fault."""
+    """The low tail of pairs between healthy nodes, from the fleet's own
+    pairs: how often such a pair comes out low (transient congestion, a
+    straggling run, a heavy-tailed spread) and how low. A healthy node looks
+    slow only when most of its pairs land in that tail together: the chance
+    of that over the fleet decides whether a node's low pairs can be its own
+    fault. `ratios` are the clearly low ones (hits: 4 noise sds under the
+    healthy level, or the line), `rate` their share (an upper bound);
+    `tail` every sample pair below the line (ratios to the healthy level),
+    `total` the sample's size: a heavy tail (student-t) puts far more pairs
+    between 4 sds and the line than a gaussian would, and a node whose
+    pairs all land there is no slower than the fleet's healthy ones."""
     rate: float
     ratios: tuple[float, ...]
     nodes: int
+    tail: tuple[float, ...] = ()
+    total: int = 0
+    sigma: float = 0.0
+    cut: float = 0.0  # the ratio under which a pair is clearly low (`ratios`' cut)
 
     def chance(self, low: int, k: int, width: float, agree: int | None = None) -> float:
         """Expected number of healthy nodes, fleet-wide, with `low` of their
@@ -231,6 +244,59 @@ class Transients:
         if low <= 0:
             return float(self.nodes)
         return self.nodes * math.comb(k, low) * self.rate ** low * self.agreement(min(agree or low, low), width)
+
+    def cdf(self, x: float) -> float:
+        """An upper bound on the chance that a pair between healthy nodes
+        reads at most `x` of the healthy level: the fleet's own share of
+        such pairs (two sds of the count above what was seen), never below
+        the gaussian bulk's. Below the lowest MIN_HITS sample pairs the
+        count says nothing: the bulk's where those are what a gaussian puts
+        there; where they are far lower (a heavy tail), the share at the
+        lowest of them, which bounds every lower value too (a 128-node
+        student-t fleet's two pairs at 0.43 and 0.50 of one healthy node,
+        extrapolated as gaussian, read one in ten million and drained it)."""
+        bulk = NORMAL.cdf((x - 1) / self.sigma) if self.sigma > 0 else 0.0
+        if not self.total:
+            return bulk
+        h = bisect.bisect_right(self.tail, x)
+        if h < MIN_HITS:
+            if not self.heavy:
+                return bulk
+            h = MIN_HITS
+        return min(1.0, max(bulk, (h + 2 * math.sqrt(h)) / self.total))
+
+    @property
+    def heavy(self) -> bool:
+        """The sample's lowest MIN_HITS pairs are lower than a gaussian bulk
+        puts that many (chance under 1%): its tail is heavier than the bulk's."""
+        if len(self.tail) < MIN_HITS or self.sigma <= 0:
+            return False
+        return self.total * NORMAL.cdf((self.tail[MIN_HITS - 1] - 1) / self.sigma) < HEAVY_COUNT
+
+    def chance_low(self, low: list[float], k: int, below: float = 0.0) -> float:
+        """Expected number of healthy nodes, fleet-wide, whose `k` pairs
+        read as low as `low` (sorted ratios to the healthy level of the pairs
+        below the line): for each j from a majority (k // 2 + 1: a node's
+        level is low only when most of its pairs are) to len(low), j of k
+        pairs at or below the j-th lowest and agreeing as closely as the
+        lowest j do (`agreement` over the fleet's pairs that low). The node
+        shows every one of these at once: the least bound holds. `below`:
+        stop refining once a bound is under it (the caller's limit)."""
+        best = 1.0
+        for j in range(k // 2 + 1, len(low) + 1):
+            x = low[j - 1]
+            b = math.comb(k, j) * self.cdf(x) ** j
+            if j > 1 and self.nodes * b >= below:
+                b *= self.agreement(j, max(x - low[0], self.sigma), x)
+            best = min(best, b)
+        return self.nodes * best
+
+    def others_low(self, ratio: float) -> int:
+        """How many of the sample's pairs are clearly low (under the cut),
+        besides one reading exactly `ratio` (the pair asked about)."""
+        n = bisect.bisect_left(self.tail, self.cut)
+        i = bisect.bisect_left(self.tail, ratio)
+        return n - (1 if ratio < self.cut and i < len(self.tail) and self.tail[i] == ratio else 0)
 
     @property
     def described(self) -> bool:
@@ -251,11 +317,12 @@ class Transients:
         own = 1 if i < len(r) and r[i] == ratio else 0
         return (bisect.bisect_right(r, ratio + slack) - own) / len(r)
 
-    def agreement(self, m: int, width: float) -> float:
+    def agreement(self, m: int, width: float, upto: float | None = None) -> float:
         """Chance that m hits land within `width` of each other (their spread
-        in the fleet's observed hits); 1 while too few hits were seen to say."""
-        r = self.ratios
-        if m <= 1 or not self.described:
+        in the fleet's observed hits; with `upto`, in its tail pairs at or
+        below that ratio); 1 while too few were seen to say."""
+        r = self.ratios if upto is None else self.tail[:bisect.bisect_right(self.tail, upto)]
+        if m <= 1 or len(r) < DESCRIBED_HITS:
             return 1.0
         # Fraction of windows: for each observed hit as the lowest, the share
         # of hits within `width` above it, to the power m - 1 (hits are
@@ -274,27 +341,65 @@ class Transients:
 
 def transients(g: PairGraph, score: dict, convicted: set[str], line: float, level: float,
                sigma: float) -> Transients:
-    """Pairs between two nodes that look healthy (level above the line)
-    that came out clearly low: below the line and 4 noise sds under the
-    healthy level. The rate is an upper bound (two sds of the count above
-    what was seen), so that a fleet that showed a few hits is not trusted
-    to have that few. Fewer than MIN_HITS are no rate at all: one or two low
-    pairs are as likely slow links (a small fleet would read one bad cable
-    as a 15% transient rate), and a rate that low costs no margin anyway
-    (at 1 in 400, three hits on one node are 1 in 64 million)."""
+    """The fleet's healthy pairs and their low tail.
+
+    `tail` (and `total`): pairs whose ends are each fine elsewhere (not
+    convicted, every other pair at or above the line), below the line.
+    Not the pairs of nodes whose *level* is above the line: at 8% noise
+    with three partners one transient hit puts a node's level under the
+    line, and a sample of only the nodes without hits shows none (a
+    heavy-tailed fleet read as tail-free: three of its tail pairs on one
+    healthy node drained it, and single transient hits were named as
+    cables on one measurement).
+
+    `ratios` (hits) and `rate`: the pairs between nodes whose level is at
+    or above the line that came out clearly low (below the line and 4
+    noise sds under the healthy level); what the link rules ask whether
+    the fleet's hits explain a single low value. The rate is an upper
+    bound (two sds of the count above what was seen), so that a fleet that
+    showed a few hits is not trusted to have that few. Fewer than MIN_HITS
+    are no rate at all: one or two low pairs are as likely slow links (a
+    small fleet would read one bad cable as a 15% transient rate), and a
+    rate that low costs no margin anyway (at 1 in 400, three hits on one
+    node are 1 in 64 million)."""
     cut = min(line, level * (1 - 4 * sigma))
-    total, hits = 0, []
-    fine = {n for n in g.adj if n not in convicted and not (score[n] or 0) < line}
+    up: dict[str, tuple[int, int]] = {}  # node -> (partners not convicted, pairs with them at or above the line)
+    for n, pairs in g.adj.items():
+        if n not in convicted:
+            free = [v for q, v in pairs if q not in convicted]
+            up[n] = (len(free), sum(1 for v in free if v >= line))
+    level_fine = {n for n in up if not (score[n] or 0) < line}
+    total, strict, hits, tail = 0, 0, [], []
     for (a, b), v in g.value.items():
-        if a not in fine or b not in fine:
+        if a not in up or b not in up:
+            continue
+        high = 1 if v >= line else 0
+        if not (_fine_elsewhere(up[a], high) and _fine_elsewhere(up[b], high)):
             continue
         total += 1
-        if v < cut:
-            hits.append(v / level)
+        both = a in level_fine and b in level_fine
+        strict += both
+        if not high:
+            tail.append(v / level)
+            if v < cut and both:
+                hits.append(v / level)
     h = len(hits)
-    if h < MIN_HITS:
-        return Transients(0.0, tuple(sorted(hits)), len(g.adj))
-    return Transients(min(1.0, (h + 2 * math.sqrt(h)) / max(total, 1)), tuple(sorted(hits)), len(g.adj))
+    tail.sort()
+    hits.sort()
+    rate = 0.0 if h < MIN_HITS else min(1.0, (h + 2 * math.sqrt(h)) / max(strict, 1))
+    return Transients(rate, tuple(hits), len(g.adj), tuple(tail), total, sigma, cut / level if level else 0.0)
+
+
+def _fine_elsewhere(counts: tuple[int, int], high: int) -> bool:
+    """Every *other* pair of a node (`counts`: its pairs with partners not
+    convicted, and how many are at or above the line; `high`: whether the
+    pair asked about is one of those), one at least, at or above the line.
+    Chosen by its other pairs, never by its own value, the sample's tail is
+    the healthy pairs' tail: a healthy node with a hit among three pairs
+    is in (its other two are fine); a slow node, at 0.88 with one of its
+    pairs over the line by noise, or at 0.65 with one lucky pair, is not."""
+    others, up = counts[0] - 1, counts[1] - high
+    return others >= 1 and up == others
 
 
 def near_line(score: dict, line: float, sigma: float) -> int:
@@ -383,27 +488,27 @@ class Conviction:
         return est >= (below or self.drain_line)(len(kept(rest, self.sigma)))
 
     def hit_by_transients(self, vals: list[float], s: float) -> bool:
-        """Would healthy nodes hit on as many of their pairs show this level
-        by chance somewhere in the fleet (expected count >= alpha /
-        MODEL_SAFETY)? A healthy node reads this low only when every pair its
-        level is taken from (`kept`) is a hit, and those hits agree as
-        closely as these do (a slow node's pairs agree to within the noise;
-        transient hits scatter). Then the pairs do not decide: more partners
-        (a retest) do."""
+        """Would healthy nodes show pairs this low by chance somewhere in the
+        fleet (expected count >= alpha / MODEL_SAFETY)? A healthy node reads
+        this low only when most of its pairs land in the fleet's low tail
+        together (`Transients.chance_low`: the tail as the fleet's own
+        healthy pairs show it, heavy or not), and those agree as closely as
+        these do (a slow node's pairs agree to within the noise; transient
+        hits scatter). Then the pairs do not decide: more partners (a retest) do."""
         if self.hits is None:
             return False
-        low = sum(1 for v in vals if v < self.line)  # a healthy node's pair is this low only when hit
-        use = [v for v in kept(vals, self.sigma) if v < self.line]
-        if not use:
-            return False
         level = self.line / self.threshold
-        width = max((max(use) - min(use)) / level, self.sigma)
+        low = sorted(v / level for v in vals if v < self.line)
+        if not low:
+            return False
+        if 2 * len(low) <= len(vals):
+            return True  # most of its pairs at or above the line: its low ones are hits
         # A pair clearly above the node's level is what a healthy node hit
         # on its other pairs shows; a slow node shows it only when its
         # slowness comes and goes: held to be ten times rarer.
         lucky = max(vals) > s * (1 + 4.5 * self.sigma * math.sqrt(2))
         limit = self.alpha / MODEL_SAFETY / (LUCKY_ODDS if lucky else 1)
-        return self.hits.chance(low, len(vals), width, agree=len(use)) >= limit
+        return self.hits.chance_low(low, len(vals), limit) >= limit
 
     def suspect(self, q: str) -> bool:
         """Below the line with every partner: its pairs may be its own fault
@@ -539,10 +644,13 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     settles, so that no retest round re-measures them. Clear: measured
     twice (slow both times), or once and below the healthy level by the
     fleet margin at alpha / MODEL_SAFETY over the links judged in a fleet
-    whose healthy pairs show no other clearly low value at all (a heavy
+    whose healthy pairs (`Transients.tail`: those whose ends are fine with
+    every other partner) show no other clearly low value at all (a heavy
     low tail, student-t at 5%, puts single healthy pairs at 0.2-0.75, and
     transient hits too few to describe could be there: such a fleet's
-    links are measured again)."""
+    links are measured again; counted among the nodes whose level is above
+    the line, which a hit at 8% noise takes away, the hits were missed and
+    single transient hits named as cables)."""
     links, clear = [], []
     z_clear = one_sided_z(alpha / MODEL_SAFETY, len(g.value))
     z_link = one_sided_z(alpha, len(g.value))
@@ -579,7 +687,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
         if all(e is not None and v < e * (1 - z_link * sigma / math.sqrt(r_eff)) for e in ends):
             links.append([a, b])
             if r >= 2 or (v < healthy * (1 - z_clear * sigma) and not (
-                    hits is not None and level and hits.below(v / level, 1.0) > 0)):
+                    hits is not None and level and hits.others_low(v / level) > 0)):
                 clear.append([a, b])
     return sorted(links), sorted(clear)
 
