@@ -104,3 +104,16 @@ def test_tail_sample_keeps_the_pairs_of_nodes_with_one_hit():
     low = [x for x in t.tail if x < 0.6]  # transient hits; gaussian 8% puts 1 in 10^7 pairs there
     assert len(low) >= 5 and t.heavy
     assert t.cdf(0.55) >= len([x for x in t.tail if x <= 0.55]) / t.total > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_healthy_fleet_at_8pct_noise_on_nine_keys_is_not_held(seed):
+    # 128 healthy nodes, 8 rails and the whole-node key, student-t at 8%:
+    # a node is below the line within the noise on some key a quarter of
+    # the time. Counted over all keys at once that read as "more than twice
+    # the guard's limit below the line" and held the run as a fabric-wide
+    # problem; per key it is a few nodes each.
+    f = fleet(128, "student-t", 0.08, 0.02, rails=8)
+    ms = [m for i, r in enumerate(f.rails) for m in rail_lines(f, seed * 100 + i, r)] + whole_lines(f, seed * 100 + 99)
+    a = analyze(ms)
+    assert not a.guard_tripped and a.drain == []
