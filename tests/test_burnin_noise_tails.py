@@ -106,6 +106,25 @@ def test_tail_sample_keeps_the_pairs_of_nodes_with_one_hit():
     assert t.cdf(0.55) >= len([x for x in t.tail if x <= 0.55]) / t.total > 0
 
 
+@pytest.mark.parametrize("n,seed", [(128, 2), (128, 11), (128, 33), (64, 5), (64, 53)])
+def test_a_healthy_leaf_is_not_named_under_heavy_tails(n, seed):
+    # Rail leaves of 16 nodes, student-t at 8%: the nodes' best pairs (the
+    # top level) read far above the bulk, and healthy leaves were named at
+    # 0.82-0.89 of that level.
+    f = fleet(n, "student-t", 0.08, 0.0, su=16)
+    ms = rail_lines(f, seed)
+    _ms, found, _g = attribute(ms[0].key, ms, lambda n: f.leaf[(n, f.rails[0])], Params())
+    assert found == []
+
+
+def test_a_slow_leaf_is_still_named_in_a_small_fleet():
+    f = fleet(64, "student-t", 0.02, 0.01, su=16)
+    f.switch["su2-rail0"] = 0.82
+    ms = rail_lines(f, 1)
+    _ms, found, _g = attribute(ms[0].key, ms, lambda n: f.leaf[(n, f.rails[0])], Params())
+    assert [x.switch for x in found] == ["su2-rail0"]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_healthy_fleet_at_8pct_noise_on_nine_keys_is_not_held(seed):
     # 128 healthy nodes, 8 rails and the whole-node key, student-t at 8%:
