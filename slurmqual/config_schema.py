@@ -136,6 +136,12 @@ class BurninCfg(Strict):
     # Runs of a GPU's tools in each retest round for a node with a GPU left
     # `retest` (a GPU is slow only on two runs or more).
     gpu_retest_runs: int = Field(2, ge=1, le=5)
+    # Runs of each GPU tool in the first round (a GPU's number is the median
+    # of its runs): "auto" sizes them from the fleet's GPU run-to-run noise
+    # in its last full burn-in (the store), so that a GPU 15% slow is sent to
+    # the retest rounds while noise sends at most 2% of the nodes (1 without
+    # a stored run; judge/gpus.py runs_needed).
+    gpu_runs: Literal["auto"] | int = Field("auto", description='"auto" or 1-8')
     test_time_limit: str = "00:10:00"
     task_time_limit: str = "01:00:00"
     partition: str | None = None
@@ -162,6 +168,13 @@ class BurninCfg(Strict):
     rail_port: int = Field(18515, ge=1024, le=65000)   # rail N listens on rail_port + N
     rail_use_cuda: bool = False                        # GPUDirect: --use_cuda=<rail index>
     rail_server_wait_s: float = Field(2.0, ge=0, le=60)
+
+    @field_validator("gpu_runs")
+    @classmethod
+    def _gpu_runs(cls, v):
+        if v != "auto" and not (type(v) is int and 1 <= v <= 8):
+            raise ValueError('gpu_runs must be "auto" or a number of runs from 1 to 8')
+        return v
 
     @field_validator("rails")
     @classmethod

@@ -27,19 +27,78 @@ clean with others.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from statistics import median
 
 from ..records import GpuMeasurement
 
-K_MAX = 7  # runs of one GPU beyond this use the margin for 7 (noise.margins' k_max)
-# After one run, noise alone may send at most this share of the nodes to a
-# retest round (per key): the round reruns every GPU tool of a node that
+K_MAX = 16  # runs of one GPU beyond this use the margin for 16 (noise.margins' k_max; a first round of 8 runs and two retest rounds of 2-5 runs reach 18)
+# After the first round, noise alone may send at most this share of the nodes
+# to a retest round (per key): the round reruns every GPU tool of a node that
 # left a GPU retest, a second burn-in for those nodes.
 RETEST_SHARE = 0.02
 DRAIN_SPLIT = 10  # the drain margin's chance alpha, split over looks and the noise's own error
 MIN_RUNS = 2  # a GPU is slow (fail) only on this many runs: a single run is at most retest
+# The slowest GPU the first round must not let pass: this far under the line
+# (0.85 of the median at the 90% line: "a GPU 15% slow"), sent to the retest
+# rounds with CATCH (per GPU), which then drain it.
+CATCH_BELOW_LINE = 0.05
+CATCH = 0.999
+FIRST_RUNS_MAX = 8  # runs per GPU tool in the first round, at most (burnin.gpu_runs = "auto")
+# Variance of the median of k runs, in one run's (gaussian; k > 8: pi / 2k):
+# the first round's number of a GPU is the median of its k runs.
+_MEDIAN_VAR = {1: 1.0, 2: 0.5, 3: 0.4487, 4: 0.2982, 5: 0.2868, 6: 0.2147, 7: 0.2104, 8: 0.1682}
+
+
+def median_sd(k: int) -> float:
+    """Standard deviation of the median of `k` runs, in units of one run's."""
+    return math.sqrt(_MEDIAN_VAR.get(k, math.pi / (2 * max(k, 1))))
+
+
+def first_round_lines(fleet: float, threshold: float, sigma: float, runs: int, per_node: float) -> tuple[float, float]:
+    """(retest line, catch line) for a GPU's number after the first round's
+    `runs` runs (the median of them), with one run's noise `sigma`:
+
+    - the noise line: healthy numbers fall below it on at most RETEST_SHARE
+      of the nodes (`per_node` GPUs each);
+    - the catch line: a GPU CATCH_BELOW_LINE under the line reads below it
+      with chance CATCH.
+
+    A GPU is retest below the line raised up to the catch line, never above
+    the noise line: where the noise allows both (the first round ran enough
+    runs, `runs_needed`), the rounds see every slow GPU for a few percent of
+    the nodes; where it does not, the cost wins and a slow GPU may pass."""
+    from .noise import NORMAL
+
+    sd = sigma * median_sd(runs)
+    noise_line = fleet * (1 - NORMAL.inv_cdf(1 - RETEST_SHARE / max(per_node, 1)) * sd)
+    catch_line = fleet * (threshold - CATCH_BELOW_LINE + NORMAL.inv_cdf(CATCH) * sd)
+    return min(noise_line, max(threshold * fleet, catch_line)), catch_line
+
+
+def runs_needed(sigma: float, threshold: float, per_node: float, most: int = FIRST_RUNS_MAX) -> int:
+    """The fewest runs per GPU tool in the first round for which a GPU
+    CATCH_BELOW_LINE under the line is caught (catch line) within the
+    retest share (noise line), at one run's noise `sigma` (the fleet's
+    run-to-run noise, from its last burn-in); `most` when none is enough."""
+    for k in range(1, most + 1):
+        retest, catch = first_round_lines(1.0, threshold, sigma, k, per_node)
+        if catch <= retest:
+            return k
+    return most
+
+
+def first_runs(noise: dict[str, float], threshold: float, per_node: int, configured: int | str = "auto") -> int:
+    """Runs per GPU tool in a burn-in's first round: `burnin.gpu_runs` when
+    a number; "auto": enough for the noisiest GPU key the fleet's last full
+    run measured (`noise`: key -> its run-to-run noise, the store's
+    `fleet_noise`), 1 without one (a fleet's first burn-in)."""
+    if configured != "auto":
+        return int(configured)
+    gpu = [v for k, v in noise.items() if is_gpu_key(k) and isinstance(v, (int, float)) and v > 0]
+    return max((runs_needed(v, threshold, per_node) for v in gpu), default=1)
 
 
 @dataclass
@@ -75,7 +134,11 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
                  for g, xs in by_gpu.items() if any(x.value is not None for x in xs)}
         fleet = (level or {}).get(key) or (median(value.values()) if value else 0.0)
         line = threshold * fleet
-        sigma = robust_noise([v / fleet for v in value.values() if v >= (threshold - 0.15) * fleet], noise_floor) \
+        # One run's noise, from every run (a GPU's median of k runs varies
+        # less: with every GPU run k times in the first round, the spread of
+        # their medians would make the margins for one run too narrow).
+        sigma = robust_noise([x.value / fleet for xs in by_gpu.values() for x in xs
+                              if x.value is not None and x.value >= (threshold - 0.15) * fleet], noise_floor) \
             if fleet else noise_floor
         # A GPU is slow only on two runs or more (retest rounds re-run its
         # tools): one run can land anywhere (a throttled or disturbed run has a
@@ -90,11 +153,15 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
             return min(line, drain_line(fleet, sigma, z_score(k, len(value), alpha / DRAIN_SPLIT)))
 
         drains: dict[int, float] = {2: drain_at(2)}
-        # One run: retest only below the line and below what the fleet's
-        # noise explains: the level healthy GPUs fall below on at most
-        # RETEST_SHARE of the nodes (a node has `per_node` GPUs on this key).
+        # The first round (`first_k` runs per GPU, what most GPUs have): retest
+        # below what the fleet's noise explains on at most RETEST_SHARE of
+        # the nodes (a node has `per_node` GPUs on this key), raised up to
+        # where a GPU 15% slow still falls (first_round_lines). A GPU with
+        # more runs has been retested: retest while below the line.
         per_node = median(Counter(g[0] for g in by_gpu).values())
-        retest_line = min(line, fleet * (1 - NORMAL.inv_cdf(1 - RETEST_SHARE / per_node) * sigma))
+        counts_runs = sorted(sum(1 for x in xs if x.value is not None) for xs in by_gpu.values())
+        first_k = max(1, counts_runs[len(counts_runs) // 2]) if counts_runs else 1
+        retest_line, _catch = first_round_lines(fleet, threshold, sigma, first_k, per_node)
         counts = dict.fromkeys(rank, 0)
         for g, xs in by_gpu.items():
             errors = max((x.errors or 0) for x in xs)
@@ -110,12 +177,15 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
             elif k >= MIN_RUNS and upper_median(runs) < drains[k]:
                 verdict, why = "fail", f"{v:.4g} {xs[0].unit} < {threshold:.0%} of median {fleet:.4g}" + (
                     f" (median of {len(runs)} runs)" if len(runs) > 1 else "")
-            elif k < MIN_RUNS and v < retest_line or k >= MIN_RUNS and v < line:
-                verdict, why = "retest", f"{v:.4g} {xs[0].unit} below {threshold:.0%} of median {fleet:.4g}, " + (
+            elif k <= first_k and v < retest_line or k > first_k and v < line:
+                below = f"below {threshold:.0%} of median {fleet:.4g}" if v < line else \
+                    f"below the first round's retest line {retest_line:.4g} (a GPU 15% slow reads this high by noise)"
+                verdict, why = "retest", f"{v:.4g} {xs[0].unit} {below}, " + (
                     "in one run (a second confirms)" if k < MIN_RUNS else f"within the noise over {len(runs)} runs")
-            elif v < line:  # one run, below the line within the noise
-                verdict, why = "pass", (f"{v:.4g} {xs[0].unit} below {threshold:.0%} of median {fleet:.4g} in one run, "
-                                        f"within the fleet's noise ({sigma:.1%}: retest below {retest_line:.4g})")
+            elif v < line:  # the first round, below the line within the noise
+                verdict, why = "pass", (f"{v:.4g} {xs[0].unit} below {threshold:.0%} of median {fleet:.4g} in "
+                                        + ("one run" if len(runs) == 1 else f"{len(runs)} runs") +
+                                        f", within the fleet's noise ({sigma:.1%}: retest below {retest_line:.4g})")
             else:
                 verdict, why = "pass", None
             counts[verdict] += 1
@@ -137,7 +207,7 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
                 node["worst"] = {**entry, "gpu": g[1]}
         medians[key] = round(fleet, 3)
         keys[key] = {"median": round(fleet, 3), "noise": round(sigma, 4), "line": round(line, 3),
-                     "drain_line": round(drains[2], 3), "retest_line": round(retest_line, 3),
+                     "drain_line": round(drains[2], 3), "retest_line": round(retest_line, 3), "first_runs": first_k,
                      "gpus": len(by_gpu), "verdicts": counts,
                      # the line for each number of runs a GPU had (1: none, a single run never drains)
                      "drain_line_runs": {str(k): round(d, 3) for k, d in sorted(drains.items()) if k > 1}}

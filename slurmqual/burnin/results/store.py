@@ -119,6 +119,10 @@ class Store:
     def fleet_medians(self) -> dict[str, float]:
         raise NotImplementedError
 
+    def fleet_noise(self) -> dict[str, float]:
+        """Per key, the run-to-run noise the latest full run measuring it estimated."""
+        raise NotImplementedError
+
     def add_event(self, node: str, kind: str, detail: str, when: float | None = None, run_id: str | None = None) -> None:
         raise NotImplementedError
 
@@ -434,6 +438,23 @@ class SqliteStore(Store):
         row = self.db.execute("SELECT median FROM runs WHERE kind = 'full' AND guard_tripped = 0 "
                               "ORDER BY time DESC, id DESC LIMIT 1").fetchone()
         return {k: v for k, v in json.loads(row[0] or "{}").items() if isinstance(v, (int, float))} if row else {}
+
+    def fleet_noise(self) -> dict[str, float]:
+        """Per key, the noise (relative sd of one run) the latest full run
+        that measured the key estimated, guard tripped or not (the spread is
+        the fleet's either way); {} when there is none. What sizes the first
+        round's GPU runs (burnin.gpu_runs = "auto")."""
+        out: dict[str, float] = {}
+        for (noise,) in self.db.execute("SELECT noise FROM runs WHERE kind = 'full' ORDER BY time DESC, id DESC "
+                                        "LIMIT 50"):
+            try:
+                got = json.loads(noise or "{}")
+            except ValueError:
+                continue
+            for k, v in (got.items() if isinstance(got, dict) else ()):
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                    out.setdefault(k, float(v))
+        return out
 
     def all_baselines(self, nodes=None) -> dict[str, dict[str, float]]:
         """key -> node -> baseline, for every measurement key; per-GPU keys

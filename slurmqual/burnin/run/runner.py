@@ -48,10 +48,31 @@ def submission(config, nodes: list[str], partition: str | None, reservation: str
     jobs = JobLines(config, run_id, run_dir, partition, reservation, bool(explicit_rounds))
     return {"run_id": run_id, "run_dir": run_dir, "scope": sorted(nodes), "groups": plan,
             "rounds": explicit_rounds, "group_rounds": group_rounds, "partition": partition,
-            "reservation": reservation,
+            "reservation": reservation, "gpu_runs": gpu_runs(config),
             "task_sbatch": [jobs.task(str(i), g) for i, g in enumerate(plan)],
             "task_scripts": [jobs.task_script(str(i)) for i in range(len(plan))],
             "analysis_sbatch": jobs.analysis(), "analysis_script": jobs.analysis_script()}
+
+
+def gpu_runs(config) -> int:
+    """Runs of each GPU tool in the first round (`burnin.gpu_runs`; "auto":
+    sized from the GPU noise of the fleet's last full run in the store, 1
+    without GPU tests, a store or such a run)."""
+    from ..judge.gpus import first_runs
+    from ..results.store import StoreError, existing
+
+    cfg = config["burnin"]
+    if not cfg.get("gpu_tests"):
+        return 1
+    configured = cfg.get("gpu_runs", "auto")
+    noise: dict[str, float] = {}
+    if configured == "auto":
+        try:
+            with existing(config["store"]["path"]) as store:
+                noise = store.fleet_noise() if store else {}
+        except (StoreError, OSError):
+            noise = {}  # an unreadable store sizes nothing: one run, as on a fleet's first burn-in
+    return first_runs(noise, cfg["threshold"], cfg["gpus_per_node"], configured)
 
 
 class JobLines:
@@ -160,7 +181,7 @@ def submit(config, adapter, nodes: list[str], partition: str | None, reservation
     rundir.write_plan(run_dir, {"run_id": sub["run_id"], "scope": sub["scope"], "groups": sub["groups"],
                                 "time": time.time(), "config_digest": config.digest, "rounds": explicit_rounds,
                                 "group_rounds": sub["group_rounds"], "partition": sub["partition"],
-                                "reservation": sub["reservation"],
+                                "reservation": sub["reservation"], "gpu_runs": sub["gpu_runs"],
                                 "max_retest_rounds": config["burnin"]["max_retest_rounds"] if retest else 0})
     try:
         with sigterm_raises():

@@ -223,6 +223,19 @@ def planned_rounds(run_dir: str, nodes: list[str], count: int, task_id: str = "0
     return [[(a, b) for a, b in rnd if a in mine and b in mine] for rnd in explicit]
 
 
+def first_gpu_runs(run_dir: str) -> int:
+    """Runs of each GPU tool in the first round: plan.json's `gpu_runs`
+    (sized at submit, runner.gpu_runs); 1 for a plan without it (a run
+    submitted by an older version) or with anything but 1-8."""
+    from ..results.rundir import RunDirError, read_plan
+
+    try:
+        runs = read_plan(run_dir).get("gpu_runs", 1)
+    except (RunDirError, OSError):
+        return 1
+    return runs if type(runs) is int and 1 <= runs <= 8 else 1
+
+
 def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint=None) -> dict:
     """The whole task: intra, pair rounds, optional group; returns the result dict.
     `checkpoint(result)` is called after every batch, so a task killed at its
@@ -249,7 +262,9 @@ def run_task(run_dir: str, task_id: str, nodes: list[str], cfg: dict, checkpoint
     if cfg.get("gpu_tests") and not stage:  # every GPU of every node at once, before the pair rounds
         from .gputask import run_gpu_tests
 
-        add(run_gpu_tests(cfg, nodes, log_dir, task))
+        runs = first_gpu_runs(run_dir)
+        for i in range(runs):
+            add(run_gpu_tests(cfg, nodes, log_dir, task, tag=f"-run{i + 1}" if runs > 1 else ""))
     elif cfg.get("gpu_tests"):  # a retest round: the GPUs left retest run their tools again
         from .gputask import run_gpu_retests
         from ..results.rundir import load_stage
