@@ -87,6 +87,9 @@ class Analysis:
     # The suspect links the evidence settles (slow twice, or clearly beyond
     # the noise): named without a retest round (pairs.suspect_links).
     clear_links: list[list[str]] = field(default_factory=list)
+    # Links slow on one measurement that the fleet's transient hits could
+    # explain: not suspects, measured once more by the next round (pairs.suspect_links).
+    remeasure_links: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"median": self.median, "threshold": self.threshold, "nodes": self.nodes,
@@ -95,7 +98,8 @@ class Analysis:
                 "retest_plan": self.retest_plan, "problems": self.problems, "fleet_slowdown": self.fleet_slowdown,
                 "noise": self.noise, "keys": self.keys, "incomplete_tasks": self.incomplete_tasks,
                 "versions": self.versions, "run_kind": self.run_kind, "suspect_switches": self.suspect_switches,
-                "switch_findings": self.switch_findings, "retest": self.retest, "clear_links": self.clear_links}
+                "switch_findings": self.switch_findings, "retest": self.retest, "clear_links": self.clear_links,
+                "remeasure_links": self.remeasure_links}
 
 
 # -- the one answer to "which median judges this node" -------------------------
@@ -419,6 +423,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
                 results[key].clear = [[a, b, nic] for a, b in results[key].clear]
+                results[key].again = [[a, b, nic] for a, b in results[key].again]
         elif topo == "intra":
             results[key] = _judge_single(key, ms, p, (fleet_level or {}).get(key))
         else:
@@ -494,6 +499,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     links = sorted(link for r in results.values() for link in r.links)
     links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
     clear = sorted(link for r in results.values() for link in r.clear)
+    again = sorted(link for r in results.values() for link in r.again)
     keep_decided(nodes, rounds.decided if rounds else {})
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
@@ -537,7 +543,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         if v["verdict"] == "untested" and v["keys"]:
             problems.append(f"{n}: untested: {v['why']}")
     retest = sorted(n for n in all_nodes if nodes[n]["verdict"] == "retest")
-    plan = _next_round(nodes, to_remeasure(links, clear), measurements, trusted, topology, rounds)
+    plan = _next_round(nodes, to_remeasure(links, clear, again), measurements, trusted, topology, rounds)
     planned = {n for rnd in plan for pair in rnd for n in pair}
     if [n for n in retest if n not in planned]:
         problems.append(f"{len([n for n in retest if n not in planned])} node(s) need a retest but have no "
@@ -554,7 +560,8 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                         f"at {f.factor:.0%} of the fleet over {f.nodes} nodes; none of its nodes drained for it")
     return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
                     problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()},
-                    suspect_switches=switches, switch_findings=[f.to_dict() for f in findings], clear_links=clear)
+                    suspect_switches=switches, switch_findings=[f.to_dict() for f in findings], clear_links=clear,
+                    remeasure_links=again)
 
 
 def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, float], noise: float, p: Params,

@@ -274,12 +274,14 @@ def _topo(key: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def to_remeasure(links: list[list[str]], clear: list[list[str]]) -> list[list[str]]:
-    """The suspect links a retest round measures again: those no key's
+def to_remeasure(links: list[list[str]], clear: list[list[str]],
+                 again: Iterable[list[str]] = ()) -> list[list[str]]:
+    """The links a retest round measures again: the suspect ones no key's
     evidence settles (a pair clearly slow on one rail is not re-measured
-    for its whole-node key either: that rail explains it)."""
+    for its whole-node key either: that rail explains it), and those `again`
+    (slow once where transient hits could explain it: not suspects yet)."""
     settled = {frozenset(x[:2]) for x in clear}
-    return [x for x in links if frozenset(x[:2]) not in settled]
+    return [x for x in [*links, *again] if frozenset(x[:2]) not in settled]
 
 
 def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict[str, set[str]],
