@@ -142,7 +142,8 @@ class Fleet:
                 self.level[(node, g)] = BASE[test] * MODELS[model] * part * factor
                 self.model[(node, g)] = model
 
-    def run(self, gpus) -> list[GpuMeasurement]:
+    def run(self, gpus, retest: int | None = None) -> list[GpuMeasurement]:
+        """One run of the tool on `gpus`; `retest`: the retest round (its lines say so, as the run's do)."""
         rng, out = self.rng, []
         for node, g in gpus:
             level = self.level[(node, g)]
@@ -151,7 +152,7 @@ class Fleet:
             value = median(level * (1 + reading_noise(rng, self.sigma, self.heavy)) for _ in range(self.readings))
             out.append(GpuMeasurement((node,), g, self.test, round(max(value, 0.0), 3), UNIT.get(self.test, "GB/s"),
                                       3 if (node, g) in self.sdc else 0, True, self.model[(node, g)],
-                                      f"0000:{0x18 + 0x20 * g:02x}:00.0"))
+                                      f"0000:{0x18 + 0x20 * g:02x}:00.0", retest=retest))
         return out
 
 
@@ -174,7 +175,7 @@ def rounds_played(fl: Fleet, ms: list[GpuMeasurement], args, force: set[str] = f
     rerun the tools retest_tools names (`force`: nodes put in every round)."""
     j = judge(ms, 0.9, args.alpha, args.noise_floor)
     rerun: list[list[str]] = []
-    for _ in range(args.rounds):
+    for rnd in range(args.rounds):
         tools = retest_tools(j.nodes)
         again = sorted(n for n in tools if j.nodes[n]["verdict"] == "retest") + \
             sorted(n for n in force if n not in tools or j.nodes[n]["verdict"] != "retest")
@@ -182,7 +183,7 @@ def rounds_played(fl: Fleet, ms: list[GpuMeasurement], args, force: set[str] = f
             break
         rerun.append(again)
         for _ in range(args.runs_per_round):
-            ms = ms + fl.run([(n, g) for n in again for g in range(8)])
+            ms = ms + fl.run([(n, g) for n in again for g in range(8)], retest=rnd + 1)
         j = judge(ms, 0.9, args.alpha, args.noise_floor)
     return j, rerun
 
@@ -314,7 +315,7 @@ def main() -> int:
                     gpus = [(n, g) for n in again for g in range(8)]
                     reruns += len(again)
                     for _ in range(args.runs_per_round):
-                        ms += fl.run(gpus)
+                        ms += fl.run(gpus, retest=rnd + 1)
                     j = judge(ms, 0.9, args.alpha, args.noise_floor)
                 last = verdicts(j, test)
                 for key, verdict in first.items():

@@ -213,8 +213,9 @@ def judge(lines):
 
 
 def retested(lines, *nodes, factor=1.0):
-    """lines plus a retest round's: every GPU of `nodes` run again (x factor)."""
-    return lines + [{**d, "value": round(d["value"] * factor, 2)} for d in lines if d["nodes"][0] in nodes]
+    """lines plus a retest round's: every GPU of `nodes` run again (x factor),
+    each line saying its round as gputask.run_gpu_retests writes it."""
+    return lines + [{**d, "value": round(d["value"] * factor, 2), "retest": 1} for d in lines if d["nodes"][0] in nodes]
 
 
 def test_slow_gpu_is_retest_on_one_run_and_fails_on_two_naming_the_gpu():

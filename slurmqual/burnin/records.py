@@ -239,6 +239,7 @@ class GpuMeasurement:
     pci: str | None = None
     serial: str | None = None
     task: int | None = None
+    retest: int | None = None  # the retest round that measured it (None: the run's first round)
 
     @property
     def node(self) -> str:
@@ -282,16 +283,17 @@ class GpuMeasurement:
             if v is not None and (type(v) is not str or len(v) > 200):
                 raise ValueError(f"'{name}' must be a string")
             strs[name] = v.strip() or None if v else None
-        task = d.get("task")
-        if task is not None and type(task) is not int and not (type(task) is str and task.isdigit()):
-            raise ValueError("'task' must be an integer or null")
+        task, retest = d.get("task"), d.get("retest")
+        for name, v in (("task", task), ("retest", retest)):
+            if v is not None and type(v) is not int and not (type(v) is str and v.isdigit()):
+                raise ValueError(f"'{name}' must be an integer or null")
         return cls((nodes[0],), gpu, test, value, unit or "", errors, ok, strs["gpu_model"], strs["pci"],
-                   strs["serial"], int(task) if task is not None else None)
+                   strs["serial"], int(task) if task is not None else None, int(retest) if retest is not None else None)
 
     def to_dict(self) -> dict:
         out = {"nodes": list(self.nodes), "gpu": self.gpu, "test": self.test, "value": self.value,
                "unit": self.unit, "ok": self.ok}
-        for name in ("errors", "gpu_model", "pci", "serial", "task"):
+        for name in ("errors", "gpu_model", "pci", "serial", "task", "retest"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out

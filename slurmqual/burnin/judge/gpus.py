@@ -157,9 +157,16 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
         # below what the fleet's noise explains on at most RETEST_SHARE of
         # the nodes (a node has `per_node` GPUs on this key), raised up to
         # where a GPU 15% slow still falls (first_round_lines). A GPU with
-        # more runs has been retested: retest while below the line.
+        # more runs has been retested: retest while below the line. Only a
+        # retest round's runs drain (the first round's k runs look at every
+        # GPU of the fleet once more; a drain is always confirmed by a rerun).
         per_node = median(Counter(g[0] for g in by_gpu).values())
-        counts_runs = sorted(sum(1 for x in xs if x.value is not None) for xs in by_gpu.values())
+        # Which runs are the first round's: the lines a retest round wrote say
+        # so (`retest`); lines without (a site's own) count: a GPU with more
+        # runs than most has been retested.
+        marked = any(x.retest is not None for xs in by_gpu.values() for x in xs)
+        counts_runs = sorted(sum(1 for x in xs if x.value is not None and (x.retest is None or not marked))
+                             for xs in by_gpu.values())
         first_k = max(1, counts_runs[len(counts_runs) // 2]) if counts_runs else 1
         retest_line, _catch = first_round_lines(fleet, threshold, sigma, first_k, per_node)
         counts = dict.fromkeys(rank, 0)
@@ -168,16 +175,17 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
             v = value.get(g)
             runs = [x.value for x in xs if x.value is not None]
             k = min(len(runs), K_MAX)
+            retested = any(x.retest is not None for x in xs) if marked else k > first_k
             if runs and k not in drains:
                 drains[k] = drain_at(k)
             if errors:
                 verdict, why = "fail", f"{errors} compare errors (silent data corruption)"
             elif v is None:
                 verdict, why = "untested", "no usable number"
-            elif k >= MIN_RUNS and upper_median(runs) < drains[k]:
+            elif k >= MIN_RUNS and retested and upper_median(runs) < drains[k]:
                 verdict, why = "fail", f"{v:.4g} {xs[0].unit} < {threshold:.0%} of median {fleet:.4g}" + (
                     f" (median of {len(runs)} runs)" if len(runs) > 1 else "")
-            elif k <= first_k and v < retest_line or k > first_k and v < line:
+            elif not retested and v < retest_line or retested and v < line:
                 below = f"below {threshold:.0%} of median {fleet:.4g}" if v < line else \
                     f"below the first round's retest line {retest_line:.4g} (a GPU 15% slow reads this high by noise)"
                 verdict, why = "retest", f"{v:.4g} {xs[0].unit} {below}, " + (
