@@ -139,7 +139,7 @@ class BurninCfg(Strict):
     # Runs of each GPU tool in the first round (a GPU's number is the median
     # of its runs): "auto" sizes them from the fleet's GPU run-to-run noise
     # in its last full burn-in (the store), so that a GPU 15% slow is sent to
-    # the retest rounds while noise sends at most 2% of the nodes (1 without
+    # the retest rounds while noise sends about 1% of the nodes (1 without
     # a stored run; judge/gpus.py runs_needed).
     gpu_runs: Literal["auto"] | int = Field("auto", description='"auto" or 1-8')
     test_time_limit: str = "00:10:00"

@@ -50,7 +50,7 @@ def test_runs_needed_is_the_fewest_that_catch_a_gpu_15_percent_slow_within_the_s
 
 def test_one_run_at_5_percent_noise_leaves_a_gpu_15_percent_slow_within_the_noise():
     """The limit the sizing answers: one run at 5% noise puts the retest line
-    (2% of the nodes by noise) at 0.86, where a GPU at 0.85 lands above it
+    (1% of the nodes by noise) at 0.85, where a GPU at 0.85 lands above it
     one time in two."""
     retest, catch = gpus.first_round_lines(1.0, 0.9, 0.05, 1, 8)
     assert retest < 0.87 and catch > 0.99

@@ -73,3 +73,31 @@ def test_missing_tool_is_untested_never_a_pass(cluster):
     assert not a["drain"]
     assert all(v["verdict"] == "untested" for v in a["nodes"].values())
     assert any("test error" in p and "hbm" in p for p in a["problems"])
+
+
+def test_first_round_runs_every_gpu_tool_as_often_as_the_plan_says(cluster, tmp_path):
+    """burnin.gpu_runs = 2: plan.json carries it, every task runs each tool
+    twice on every node before the pairs (logs -run1, -run2), and each GPU's
+    number is the median of its two runs (keys.KEY.first_runs); the slow GPU is
+    retest after them (the first round never drains on speed) and drained
+    by the retest round, whose lines say `retest`."""
+    config = str(tmp_path / "sq.toml")
+    with open(cluster.sq_config) as fh:
+        text = fh.read()
+    with open(config, "w") as fh:
+        fh.write(text.replace("[burnin]\n", "[burnin]\ngpu_runs = 2\n", 1))
+    cluster.fabric({"base": 400, "noise": 0.01, "seed": 5, "gpu": {"slow": {"n4": {"1": 0.7}}}})
+    p = sq(cluster, "burnin", "submit", config=config)
+    assert p.returncode == 0, p.stderr
+    run_dir = re.search(r"run dir (\S+)", p.stdout).group(1)
+    with open(os.path.join(run_dir, "plan.json")) as fh:
+        assert json.load(fh)["gpu_runs"] == 2
+    a = finish(cluster, run_dir, config=config)
+    logs = sorted(f for _root, _dirs, files in os.walk(os.path.join(run_dir, "logs")) for f in files
+                  if f.startswith("gpu-gpu_burn-n1"))
+    assert logs == ["gpu-gpu_burn-n1-run1.log", "gpu-gpu_burn-n1-run2.log"]
+    assert all(k["first_runs"] == 2 for name, k in a["keys"].items() if ":gpu" in name)
+    assert a["nodes"]["n1"]["gpus"]["1"]["gemm"]["runs"] == 2
+    assert a["drain"] == ["n4"] and a["retest"]["round"] == 1
+    assert a["nodes"]["n4"]["gpus"]["1"]["gemm"]["runs"] == 4 and a["nodes"]["n4"]["gpu"]["gpu"] == 1
+    cluster.run("scontrol", "update", "nodename=n4", "state=resume")

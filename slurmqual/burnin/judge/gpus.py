@@ -35,10 +35,11 @@ from statistics import median
 from ..records import GpuMeasurement
 
 K_MAX = 16  # runs of one GPU beyond this use the margin for 16 (noise.margins' k_max; a first round of 8 runs and two retest rounds of 2-5 runs reach 18)
-# After the first round, noise alone may send at most this share of the nodes
-# to a retest round (per key): the round reruns every GPU tool of a node that
-# left a GPU retest, a second burn-in for those nodes.
-RETEST_SHARE = 0.02
+# After the first round, noise alone sends this share of the nodes to a
+# retest round on average (per key): the round reruns every GPU tool of a node
+# that left a GPU retest, a second burn-in for those nodes. Half the 2% the
+# first round may cost: a fleet's own sample and noise estimate move it.
+RETEST_SHARE = 0.01
 DRAIN_SPLIT = 10  # the drain margin's chance alpha, split over looks and the noise's own error
 MIN_RUNS = 2  # a GPU is slow (fail) only on this many runs: a single run is at most retest
 # The slowest GPU the first round must not let pass: this far under the line
