@@ -136,3 +136,20 @@ def test_a_healthy_fleet_at_8pct_noise_on_nine_keys_is_not_held(seed):
     ms = [m for i, r in enumerate(f.rails) for m in rail_lines(f, seed * 100 + i, r)] + whole_lines(f, seed * 100 + 99)
     a = analyze(ms)
     assert not a.guard_tripped and a.drain == []
+
+
+@pytest.mark.parametrize("seed", [13, 19, 21, 22, 24, 27])
+def test_a_route_measured_twice_is_judged_on_both_values(seed):
+    # A route at 0.6 on one rail, 8% noise, measured again (as a retest
+    # round measures a suspect link): each value against one value's margin
+    # missed it a third of the time; both below the line and their mean
+    # against a two-value margin names it.
+    f = fleet(512, "gaussian", 0.08, 0.0)
+    a, b = rail_lines(f, seed)[5].nodes
+    f.route[(frozenset((a, b)), f.rails[0])] = 0.6
+    ms = rail_lines(f, seed)
+    rng = random.Random(seed + 1000)
+    again = Measurement((a, b), f.base_rail * f.rail_path(a, b, f.rails[0]) * f._soft(a, b) * f.draw(rng, (a, b)),
+                        runsim.PAIR_SIZE, "ib_write_bw", rail=f.rails[0], round=3)
+    r = judge_pairs(ms[0].key, ms + [again], Params())
+    assert [a, b] in r.links and [a, b] in r.clear
