@@ -153,3 +153,21 @@ def test_a_route_measured_twice_is_judged_on_both_values(seed):
                         runsim.PAIR_SIZE, "ib_write_bw", rail=f.rails[0], round=3)
     r = judge_pairs(ms[0].key, ms + [again], Params())
     assert [a, b] in r.links and [a, b] in r.clear
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_links_not_settled_when_the_rounds_end_are_not_named(seed):
+    # A whole run (bench/runsim.py: submit, tasks, analysis jobs, retest
+    # rounds) of 128 nodes x 4 rails at 8% noise with 1-3 slow routes: a
+    # noise pair first measured in the last round, or slow once within the
+    # fleet's noise, was named as a cable to replace.
+    from slurmqual.burnin.judge.plan import to_remeasure
+
+    rng = random.Random(seed)
+    f = runsim.healthy_fleet(rng, 128, 4, noise=0.08)
+    run = runsim.play(f, seed, True, runsim.slow_routes(rng.randint(1, 3), (0.5, 0.7)))
+    a = run.analysis
+    assert to_remeasure(a.suspect_links, a.clear_links) == []
+    assert any("not settled after 2 retest round(s)" in p for p in a.problems)
+    r = runsim.judge(runsim.truth(f, run.first), run)
+    assert r["link_found"] == r["link_truth"] and r["false"] == 0
