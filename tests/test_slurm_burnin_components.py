@@ -126,12 +126,13 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
         {tuple(sorted(p)) for rnd in first["rounds"] for p in rnd}
     assert all(m["retest"] == 1 for m in res["measurements"])
     assert {m.get("rail") for m in res["measurements"]} == {None, *RAILS}  # its rails measured again too
-    # Once n7 passes (round 1), its two links are what is left: round 2 measures
-    # exactly them once more, and they stay slow (named below).
-    second = stage(run_dir, 2)
-    assert a["retest"]["round"] == 2 and a["retest"]["final"] is True, a["retest"]
-    assert second and sorted(map(sorted, (p for rnd in second["rounds"] for p in rnd))) == \
-        sorted(sorted([BORDERLINE, p]) for p in partners[:2]), second
+    # Once n7 passes (round 1), its two links are what is left, and they are
+    # settled: clear on one measurement in every analysis (noiseless, and no
+    # clearly low pair in the fleet away from n7's own two), so round 1
+    # decides the run and no round 2 measures them again (named below).
+    assert a["retest"]["round"] == 1 and a["retest"]["final"] is True, a["retest"]
+    assert stage(run_dir, 2) is None
+    assert sorted(a["clear_links"]) == [sorted([BORDERLINE, p]) for p in sorted(partners[:2])]
     assert stage(run_dir, 1)["state"] == "submitted"
     assert a["nodes"][BORDERLINE]["verdict"] == "pass", a["nodes"][BORDERLINE]
     assert a["suspect_links"] == [sorted([BORDERLINE, p]) for p in sorted(partners[:2])]  # the links, not the node
@@ -143,7 +144,7 @@ def test_slow_nic_drained_slow_switch_named_borderline_node_decided_in_the_same_
     finally:
         db.close()
     assert rows == [(SLOW_NIC_NODE, "fail"), (BORDERLINE, "pass")]
-    assert "retest round 1 of 2: tasks: 1 total" in w.stdout and "decided after 2 retest round(s) of 2" in w.stdout
+    assert "retest round 1 of 2: tasks: 1 total" in w.stdout and "decided after 1 retest round(s) of 2" in w.stdout
 
     # The slow NIC: its node drained, the NIC and its rail named.
     assert a["drain"] == [SLOW_NIC_NODE] and not a["guard_tripped"], (a["problems"], a["would_drain"])
