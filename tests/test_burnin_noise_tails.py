@@ -171,3 +171,20 @@ def test_links_not_settled_when_the_rounds_end_are_not_named(seed):
     assert any("not settled after 2 retest round(s)" in p for p in a.problems)
     r = runsim.judge(runsim.truth(f, run.first), run)
     assert r["link_found"] == r["link_truth"] and r["false"] == 0
+
+
+def test_a_small_heavy_tailed_fleet_drains_no_healthy_node_over_its_rounds():
+    # The 'links, 8% noise' family's scenario 3309 (bench_components_sim,
+    # base 3301): 128 nodes x 8 rails, student-t. Chosen by all their other
+    # pairs above the line, a rail's tail sample kept 56 of 192 pairs and read
+    # light: two healthy nodes were drained on three tail pairs each.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_components_sim import FAMILIES
+
+    fam = next(f for f in FAMILIES if f.name == "links, 8% noise")
+    seed = 3309
+    fabric, rails, setup = fam.build(random.Random(f"{fam.name}:{seed}"), seed - 3301)
+    assert (len(fabric.nodes), fabric.shape) == (128, "student-t")
+    run = runsim.play(fabric, seed, rails, setup)
+    r = runsim.judge(runsim.truth(fabric, run.first), run, rails)
+    assert r["false"] == 0
