@@ -48,7 +48,7 @@ from statistics import median
 
 from ..records import Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
-from .pairs import KeyResult, _r, judge_pairs
+from .pairs import KeyResult, _r, judge_pairs, link_values
 from .plan import RoundState, to_remeasure
 
 # On a node slow on every rail, a NIC below this share of the node's own
@@ -396,13 +396,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     medians: dict[str, float] = {}
     findings = []
     graphs: dict[str, object] = {}
+    bounded: dict[str, dict[str, dict[str, float]]] = {}  # key -> node -> partner -> slow switch factor
     paths = None
     if topology is not None:
         # The switches first, on every pair and rail key, then each switch
         # found on any key divided out of the others (fabricmodel.py): a
         # slow rail leaf explains its nodes' whole-node pairs too.
         from .components import attribute
-        from .fabricmodel import Paths, explain_switches
+        from .fabricmodel import Paths, bounded_ends, explain_switches, pairs_through
 
         paths = Paths(topology)
         net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
@@ -411,15 +412,29 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             by_key[key], found, graphs[key] = attribute(key, by_key[key],
                                                         lambda n, nic=rail: topology.leaf_of(n, nic), p)
             findings += found
-        explained, changed = explain_switches(by_key, findings, paths, p, net)
+        explained, changed, divided = explain_switches(by_key, findings, paths, p, net)
         for key in changed:
             graphs.pop(key, None)  # its pairs changed: judge_pairs builds their graph again
+        # Which pairs ran through a slow switch one end is not behind: on the
+        # key it was found on and on every key it was divided out of. Such a
+        # pair bounds that end's level, it does not show it healthy.
+        own: dict[str, list] = {}
+        for f in findings:
+            own.setdefault(f.key, []).append(f)
+        for key, rail in net.items():
+            through = dict(divided.get(key, {}))
+            if key in own:
+                g = graphs.get(key) or link_values(by_key[key])
+                for pair, hit in pairs_through(g.adj, own[key], paths, rail).items():
+                    through[pair] = {**through.get(pair, {}), **hit}
+            if through:
+                bounded[key] = bounded_ends(through, paths, rail, p.threshold)
         findings += explained
     for key, ms in sorted(by_key.items()):
         _test, topo, nic = split_key(key)
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
-            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key))
+            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key))
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
                 results[key].clear = [[a, b, nic] for a, b in results[key].clear]

@@ -19,7 +19,13 @@ This module holds what ties the keys together:
   effect is estimated on each other key from the pairs through it (a median
   of their ratio to the healthy level, so a slow node among them does not
   move it) and divided out there too, the whole-node pair taking its
-  slowest switch's; none of its nodes is drained for it;
+  slowest switch's; none of its nodes is drained for it. Each pair it
+  divided is recorded with the switches divided out of it;
+- `bounded_ends`: a path is as fast as its slowest part, so a pair through
+  a slow switch reads the switch's level whatever its other end's is above
+  it: divided by the switch it reads healthy. For the end not behind the
+  switch it is a lower bound, not a level (pairs.judge_bounded leaves it
+  out of that end's level);
 - `name_nics`: a node slow on a whole-node key because of one NIC is that
   NIC's fault: its slow rail (below the line on its rail key, failing or
   `retest`), with the node's other rails fine and the whole-node level no
@@ -83,19 +89,25 @@ class Paths:
         return switch in la or switch in lb
 
 
+Divided = dict[str, dict[tuple[str, str], dict[str, float]]]  # key -> pair -> {switch: its factor there}
+
+
 def explain_switches(by_key: dict[str, list["Measurement"]], findings: list[SwitchFinding], paths: Paths,
-                     p: "Params", rail_of: dict[str, str | None]) -> tuple[list[SwitchFinding], set[str]]:
+                     p: "Params", rail_of: dict[str, str | None]) -> tuple[list[SwitchFinding], set[str], Divided]:
     """Divide each switch found slow on some key out of every other pair or
     rail key of the run, in place in `by_key` (keys `rail_of` names, with
     their rail or None). Returns a finding per key where its effect there is
-    below the line (what the switch costs that key too), and the keys changed."""
+    below the line (what the switch costs that key too), the keys changed,
+    and per key the pairs divided with the switches (and factors) divided
+    out of each: evidence bounded by those switches (`bounded_ends`)."""
     found: dict[str, SwitchFinding] = {}
     on_key: dict[str, set[str]] = {}
     for f in sorted(findings, key=lambda f: f.factor):
         found.setdefault(f.switch, f)
         on_key.setdefault(f.key, set()).add(f.switch)
+    divided: Divided = {}
     if not found:
-        return [], set()
+        return [], set(), divided
     more: list[SwitchFinding] = []
     changed: set[str] = set()
     for key, rail in rail_of.items():
@@ -135,9 +147,11 @@ def explain_switches(by_key: dict[str, list["Measurement"]], findings: list[Swit
         # A whole-node pair is as fast as its slowest rail path; on one rail
         # its switches' effects multiply.
         scale: dict[tuple[str, str], float] = {}
+        mine_divided = divided.setdefault(key, {})
         for pair, ss in via.items():
             fs = [factor[s] for s in ss if s in factor]
             if fs:
+                mine_divided[pair] = {s: factor[s] for s in ss if s in factor}
                 if rail is None:
                     scale[pair] = min(fs)
                 else:
@@ -152,7 +166,61 @@ def explain_switches(by_key: dict[str, list["Measurement"]], findings: list[Swit
             out.append(replace(m, busbw=m.busbw / f) if f else m)
         by_key[key] = out
         changed.add(key)
-    return more, changed
+    return more, changed, divided
+
+
+def pairs_through(adj: dict[str, list[tuple[str, float]]], findings: list[SwitchFinding], paths: Paths,
+                  rail: str | None) -> dict[tuple[str, str], dict[str, float]]:
+    """The pairs of one key (`adj`: each node's partners there) through the
+    switches found slow on it (`findings`, that key's: components.attribute
+    divided them out there), each with those switches and factors: the same
+    record as `explain_switches` keeps for the keys it divides."""
+    slow = {f.switch: f for f in findings}
+    behind: dict[str, frozenset[str]] = {}
+    for n in adj:
+        mine = paths.leaves(n, rail)
+        if len(mine) == 1:
+            if next(iter(mine)) in slow:
+                behind[n] = mine
+        elif not mine.isdisjoint(slow):
+            behind[n] = mine.intersection(slow)
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    none: frozenset[str] = frozenset()
+    for a, sa in behind.items():
+        for b, _v in adj[a]:
+            pair = (a, b) if a < b else (b, a)
+            if pair in out:
+                continue
+            sb = behind.get(b, none)
+            hit = {s: slow[s].factor for s in sa | sb if slow[s].kind != "uplinks" or (s in sa) != (s in sb)}
+            if hit:
+                out[pair] = hit
+    return out
+
+
+def bounded_ends(through: dict[tuple[str, str], dict[str, float]], paths: Paths, rail: str | None,
+                 threshold: float) -> dict[str, dict[str, float]]:
+    """Node -> its partners whose pair went through a switch slow below the
+    line (`threshold`) that the node is not behind, each with that switch's
+    factor (the lowest). A path is as fast as its slowest part: such a pair
+    reads the switch's level whatever the node's own is above it, and
+    divided by the switch's factor reads healthy. It bounds the node from
+    below (at least that fast), it does not show it healthy: its level
+    must come from its other pairs (pairs.judge_bounded). A node behind a
+    slow switch of the pair is judged on it (it has no other path on that key)."""
+    out: dict[str, dict[str, float]] = {}
+    for (a, b), hit in through.items():
+        slow = {s: f for s, f in hit.items() if f < threshold}
+        if not slow:
+            continue
+        la, lb = paths.leaves(a, rail), paths.leaves(b, rail)
+        in_a, in_b = any(s in la for s in slow), any(s in lb for s in slow)
+        f = min(slow.values())
+        if in_a and not in_b:
+            out.setdefault(b, {})[a] = f
+        elif in_b and not in_a:
+            out.setdefault(a, {})[b] = f
+    return out
 
 
 def behind(node: str, keys: dict[str, str | None], switches: dict[str, set[str]], paths: Paths) -> list[str]:

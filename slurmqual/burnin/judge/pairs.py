@@ -12,6 +12,8 @@ Stages, each a plain function or small class:
   each conviction removing that node from its partners' evidence;
 - `convict`: passes of that loop until the fleet median settles;
 - `suspect_links`: slow pairs between two nodes fine elsewhere;
+- `judge_bounded`: a node whose pairs ran through a slow switch it is not
+  behind judged on its other pairs (such a pair bounds it, see fabricmodel);
 - `judge_pairs`: all of the above, plus the split-fleet and guard re-judging,
   and for each `retest` how ambiguous it is and which way its estimate leans
   (analyze's retest budget decides the least ambiguous ones by that).
@@ -44,6 +46,9 @@ DESCRIBED_HITS = 12  # ... before their spread (and how low they go) is taken fr
 # pairs this low expected from the gaussian bulk than this, and MIN_HITS seen, is a heavy tail.
 HEAVY_COUNT = 0.436
 OUTLIER_Z = 3.0  # a node's lowest pair this many pair-difference sds below its others: a link's, not its own
+# The most pairs a run gives a node: three in the first round, two new
+# partners in each of two retest rounds, less one for a dead task or a link.
+BOUND_PAIRS = 6
 
 
 @dataclass
@@ -507,19 +512,21 @@ class Conviction:
         vals = self.free(q)
         return bool(vals) and max(vals) < self.line
 
-    def robust(self, n: str) -> bool:
+    def robust(self, n: str, skip: frozenset[str] = frozenset()) -> bool:
         """Slow even without the partners that are convicted or suspects:
         with two such partners by the rule above; with one, when that
         partner is fine with someone else and every pair of the node
-        (suspects' and convicts' too) is clearly below the line."""
+        (suspects' and convicts' too) is clearly below the line. `skip`:
+        partners whose pairs are no evidence of `n`'s level (through a slow
+        switch `n` is not behind: `judge_bounded`)."""
         adj, convicted = self.g.adj, self.convicted
-        clean = [(q, v) for q, v in adj[n] if q not in convicted and not self.suspect(q)]
+        clean = [(q, v) for q, v in adj[n] if q not in convicted and q not in skip and not self.suspect(q)]
         if len(clean) >= 2:
             vals = [v for _q, v in clean]
-            return self.slow_rule(vals, self.est(vals), self.free(n))
-        if len(clean) == 1 and len(adj[n]) >= 2:
+            return self.slow_rule(vals, self.est(vals), [v for q, v in adj[n] if q not in convicted and q not in skip])
+        if len(clean) == 1 and len(adj[n]) - len(skip) >= 2:
             q = clean[0][0]
-            every = [v for _q, v in adj[n]]
+            every = [v for r, v in adj[n] if r not in skip]
             return max(every) < self.drain_line(len(every)) and \
                 not self.hit_by_transients(every, self.est(every)) and \
                 (q in self.trusted or any(w >= self.line for r, w in adj[q] if r != n and r not in convicted))
@@ -718,10 +725,14 @@ def _fine_level(g: PairGraph, n: str, other: str, convicted: set[str], line: flo
 
 
 def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
-                trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None) -> KeyResult:
+                trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None,
+                through: dict[str, dict[str, float]] | None = None) -> KeyResult:
     """`level`: the fleet median to judge against when this run is not a fleet
     (a requalify: a few swapped nodes and their `trusted` reference nodes).
-    `graph`: `link_values(ms)` when the caller has it already."""
+    `graph`: `link_values(ms)` when the caller has it already. `through`:
+    node -> partners whose pairs ran through a slow switch the node is not
+    behind, with its factor (fabricmodel.bounded_ends): where it is slow
+    enough to hide a slow node, no evidence of its level (`judge_bounded`)."""
     g = graph if graph is not None else link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
@@ -754,6 +765,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
                 convicted, score, fleet, judge = convict(g, rest_level, True, p, trusted)
     judge = judge_at(g, score, convicted, fleet, p, trusted)
     line, sigma = judge.line, judge.sigma
+    bounded = bounding(through, judge, top_level(g, set(), p.threshold)) if through else {}
 
     verdicts: dict[str, str] = {}
     for n in g.adj:
@@ -775,43 +787,57 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             if len(vals) >= 2 and min(vals) >= line and (est := level_estimate(vals, sigma)) >= line:
                 verdicts[n], score[n] = "pass", est
                 leaning.pop(n, None)
-    own = own_levels(g, score, convicted, line, sigma, bad)
+    own = own_levels(g, score, convicted, line, sigma, bad, bounded)
     # Below the line only through partners under suspicion: a slow partner
     # (not convicted: the noise left it `retest`) is not this node's fault.
     # At or above the line over two or more partners not under suspicion, it passes.
     for n, x in own.items():
         if verdicts.get(n) == "retest" and x is not None and x >= line and score[n] is not None and \
-                _clean_partners(g, n, score, convicted, line, bad) >= 2:
+                _clean_partners(g, n, score, convicted, line, bad, bounded.get(n, frozenset())) >= 2:
             verdicts[n], score[n] = "pass", x
             leaning.pop(n, None)
+    if bounded:
+        late = judge_bounded(g, bounded, verdicts, score, leaning, convicted, judge)
+        if late:  # a convicted end is no link's (suspect_links)
+            links = [x for x in links if not late & set(x)]
+            clear = [x for x in clear if not late & set(x)]
     info = {"pairs": len(g.value), "measured": len(ms),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
             "split": split, "near_line": near_line(score, line, sigma),
             "top_level": round(top_level(g, convicted, p.threshold), 3),
             "transient_rate": round(judge.hits.rate, 4) if judge.hits else 0.0}
+    if bounded:
+        info["bounded"] = len(bounded)  # nodes judged without their pairs through a slow switch
     return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning,
                      {n: _r(x) for n, x in own.items() if x != score.get(n)}, clear, again)
 
 
-def _clean_partners(g: PairGraph, n: str, score: dict, convicted: set[str], line: float, bad: set[Pair]) -> int:
-    """How many of `n`'s partners are not under suspicion (nor its suspect links)."""
-    return sum(1 for q, _v in g.adj[n] if q not in convicted and (score.get(q) or 0) >= line
+def _clean_partners(g: PairGraph, n: str, score: dict, convicted: set[str], line: float, bad: set[Pair],
+                    skip: frozenset[str] = frozenset()) -> int:
+    """How many of `n`'s partners are not under suspicion (nor its suspect
+    links, nor `skip`: pairs through a slow switch it is not behind)."""
+    return sum(1 for q, _v in g.adj[n] if q not in convicted and q not in skip and (score.get(q) or 0) >= line
                and ((n, q) if n < q else (q, n)) not in bad)
 
 
 def own_levels(g: PairGraph, score: dict[str, float | None], convicted: set[str], line: float, sigma: float,
-               bad: set[Pair]) -> dict[str, float | None]:
+               bad: set[Pair], bounded: dict[str, frozenset[str]] | None = None) -> dict[str, float | None]:
     """Each node's own level: over its partners not under suspicion (not
-    convicted, level at or above the line) and without its suspect links.
+    convicted, level at or above the line) and without its suspect links
+    (nor its pairs through a slow switch it is not behind: `bounded`).
     A slow partner (fail or still `retest`) drags a node's score down by a
     third with three partners; its own level is what it is compared with
     its baseline by. A node whose partners are all suspect keeps its score."""
     suspects = convicted | {n for n, s in score.items() if s is None or s < line}
-    touched = {q for n in suspects for q, _v in g.adj.get(n, ())} | {x for pair in bad for x in pair}
+    bounded = bounded or {}
+    touched = {q for n in suspects for q, _v in g.adj.get(n, ())} | {x for pair in bad for x in pair} | \
+        (set(bounded) & set(g.adj))
     own = dict(score)
     for n in touched:
-        vals = [v for q, v in g.adj[n] if q not in suspects and ((n, q) if n < q else (q, n)) not in bad]
+        skip = bounded.get(n, ())
+        vals = [v for q, v in g.adj[n] if q not in suspects and q not in skip
+                and ((n, q) if n < q else (q, n)) not in bad]
         if vals:
             own[n] = level_estimate(vals, sigma)
     return own
@@ -826,29 +852,87 @@ def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],
     within the noise (the most ambiguous: 0), pass above it."""
     out: dict[str, tuple[float | None, str]] = {}
     for n, v in verdicts.items():
-        if v != "retest":
-            continue
-        # Partners that are convicted or themselves suspects may explain it.
-        vals = [w for q, w in g.adj[n] if q not in convicted and not c.suspect(q)]
-        if not vals:
-            out[n] = (None, "retest")
-            continue
-        est = c.est(vals)
-        m = len(kept(vals, c.sigma))
-        sd = c.line * c.sigma / math.sqrt(m)
-        # Decided against the line only when, by the fleet's alpha margin,
-        # it cannot be a healthy node either. Below the line but within the
-        # noise it is not decided either way (untested, never a pass: it may
-        # be slow); above it (with its clean partners), pass.
-        if est < min(c.line, c.healthy_floor(m)) and c.consistent(vals, est) \
-                and not c.one_link(vals, lambda k: min(c.line, c.healthy_floor(k))) \
-                and not c.hit_by_transients(vals, est):
-            out[n] = (round((c.line - est) / sd, 3), "fail")
-        elif est < c.line:
-            out[n] = (0.0, "untested")
-        else:
-            out[n] = (round((est - c.line) / sd, 3), "pass")
+        if v == "retest":
+            # Partners that are convicted or themselves suspects may explain it.
+            out[n] = _leaning([w for q, w in g.adj[n] if q not in convicted and not c.suspect(q)], c)
     return out
+
+
+def _leaning(vals: list[float], c: Conviction) -> tuple[float | None, str]:
+    """A `retest` node's leaning from `vals`, its pairs with partners not
+    under suspicion (none: nothing decides it)."""
+    if not vals:
+        return (None, "retest")
+    est = c.est(vals)
+    m = len(kept(vals, c.sigma))
+    sd = c.line * c.sigma / math.sqrt(m)
+    # Decided against the line only when, by the fleet's alpha margin,
+    # it cannot be a healthy node either. Below the line but within the
+    # noise it is not decided either way (untested, never a pass: it may
+    # be slow); above it (with its clean partners), pass.
+    if est < min(c.line, c.healthy_floor(m)) and c.consistent(vals, est) \
+            and not c.one_link(vals, lambda k: min(c.line, c.healthy_floor(k))) \
+            and not c.hit_by_transients(vals, est):
+        return (round((c.line - est) / sd, 3), "fail")
+    if est < c.line:
+        return (0.0, "untested")
+    return (round((est - c.line) / sd, 3), "pass")
+
+
+def bounding(bounded: dict[str, dict[str, float]], c: Conviction, top: float) -> dict[str, frozenset[str]]:
+    """The pairs `judge_bounded` leaves out of each node's level: through a
+    switch slow enough (its factor of the healthy paths' level `top`, as
+    the switch was found) that a node hidden behind it, at or above the
+    switch's level, could still be below the drain line of the most
+    evidence a run gives a node (BOUND_PAIRS pairs). A switch above that
+    hides nothing a run could drain (a healthy leaf named by heavy-tailed
+    noise at 0.85 of an 8%-noise fleet is one)."""
+    if not top:
+        return {}
+    cut = c.drain_line(BOUND_PAIRS) / top
+    out = {n: frozenset(q for q, f in qs.items() if f < cut) for n, qs in bounded.items()}
+    return {n: qs for n, qs in out.items() if qs}
+
+
+def judge_bounded(g: PairGraph, bounded: dict[str, frozenset[str]], verdicts: dict[str, str],
+                  score: dict[str, float | None], leaning: dict[str, tuple[float | None, str]],
+                  convicted: set[str], c: Conviction) -> set[str]:
+    """A pair through a slow switch (`bounded`: node -> the partners whose
+    pair with it ran through a slow switch it is not behind: `bounding`)
+    had that switch's factor divided out (components.attribute,
+    fabricmodel), as if the path were a product of its parts. It is a
+    bottleneck: a node at 0.79 paired through a leaf at 0.73 reads 0.73,
+    divided back to 1.0. Such a pair shows the node is at least as fast as
+    the switch, never that it is healthy: the node's level comes from its
+    other pairs. Slow on those (two partners at least, as `robust` asks):
+    `fail`; a pass resting on bounded pairs alone, or below the line on
+    the others, is `retest` (a round gives it partners away from the slow
+    switches). A `retest` is never passed here; its leaning is taken from
+    the other pairs. Returns the nodes convicted."""
+    new: set[str] = set()
+    for n in sorted(bounded):
+        v = verdicts.get(n)
+        if v not in ("pass", "retest") or n not in g.adj:
+            continue
+        skip = bounded[n]
+        if c.robust(n, skip):
+            vals = [w for q, w in g.adj[n] if q not in convicted and q not in skip]
+            verdicts[n], score[n] = "fail", c.est(vals)
+            convicted.add(n)
+            leaning.pop(n, None)
+            new.add(n)
+            continue
+        clean = [w for q, w in g.adj[n] if q not in convicted and q not in skip and not c.suspect(q)]
+        if v == "retest":
+            leaning[n] = _leaning(clean, c)
+            continue
+        est = c.est(clean) if clean else None
+        if est is None or est < c.line:
+            verdicts[n], score[n] = "retest", est
+            leaning[n] = _leaning(clean, c)
+        else:
+            score[n] = est
+    return new
 
 
 def _r(x: float | None) -> float | None:

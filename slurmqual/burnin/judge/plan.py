@@ -172,16 +172,18 @@ def _across(order: list[str], switch_of: dict[str, str], count: int, used: set[f
 
 def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
                 met: dict[str, set[str]] | None = None,
-                switch_of: dict[str, str] | None = None) -> list[list[Pair]]:
+                switch_of: dict[str, str] | None = None, avoid: Iterable[str] = ()) -> list[list[Pair]]:
     """`partners` rounds pairing each suspect with a different proven-good
-    node per round; no good node twice in a round. Partners it has `met`
-    before come last, and so do partners under a switch it already met
-    someone under (a new switch separates the node from its old partners'
-    switch and uplinks)."""
+    node per round; no good node twice in a round. Good nodes to `avoid`
+    (behind a switch found slow: a pair through it reads the switch, not
+    the suspect) come last of all, then partners it has `met` before, then
+    partners under a switch it already met someone under (a new switch
+    separates the node from its old partners' switch and uplinks)."""
     if not good:
         return []
     met = met or {}
     switch_of = switch_of or {}
+    avoid = set(avoid)
     out: list[list[Pair]] = []
     seen = {s: set(met.get(s, ())) for s in suspects}
     for r in range(partners):
@@ -193,14 +195,14 @@ def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
             # The first free good node from `start` on, by rank (not met,
             # under a new switch); a scan that stops at the first of rank
             # (False, False), not a sort of the whole fleet per suspect.
-            first: dict[tuple[bool, bool], str] = {}
+            first: dict[tuple[bool, bool, bool], str] = {}
             for k in range(len(good)):
                 g = good[(start + k) % len(good)]
                 if g in used or g == s:
                     continue
-                rank = (g in seen[s], switch_of.get(g) in switches)
+                rank = (g in avoid, g in seen[s], switch_of.get(g) in switches)
                 first.setdefault(rank, g)
-                if rank == (False, False):
+                if rank == (False, False, False):
                     break
             if first:
                 g = first[min(first)]
@@ -297,7 +299,9 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     references) they have not `met`, under switches they have not met where
     there are some; each such link is measured once more, in a round of its
     own. Decided fails and `unavailable` nodes are never planned, suspects
-    nor partners. Nodes without a partner are left out (retest.settle says why)."""
+    nor partners; a partner behind a switch found slow (`behind_suspect_switch`)
+    only where no other is free. Nodes without a partner are left out
+    (retest.settle says why)."""
     st = state or RoundState()
     out_of = set(st.unavailable) | {n for n, d in st.decided.items() if not d.get("held")}
     links = [(a, b) for a, b, *_rail in suspect_links
@@ -311,8 +315,11 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
                       | {n for p in links for n in p if nodes.get(n, {}).get("verdict") != "pass"})
     suspects = [n for n in suspects if n not in out_of]
     good = sorted((set(trusted) | {n for n, v in nodes.items() if v["verdict"] == "pass"}) - out_of - set(suspects))
+    # A partner behind a switch found slow gives a pair bounded by that
+    # switch (fabricmodel.bounded_ends): no evidence of the suspect's level.
+    behind = [n for n in good if nodes.get(n, {}).get("behind_suspect_switch")]
     rounds_ = [[list(p) for p in rnd] for rnd in
-               retest_plan(suspects, good, st.partners, met=met, switch_of=st.switch_of) if rnd]
+               retest_plan(suspects, good, st.partners, met=met, switch_of=st.switch_of, avoid=behind) if rnd]
     busy: list[set[str]] = []
     again: list[list[list[str]]] = []
     for a, b in links:  # the link itself again: a node once per round
