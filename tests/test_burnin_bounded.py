@@ -8,7 +8,9 @@ so a node at 0.79 paired through a leaf at 0.73 reads 0.73, and the
 switch's factor divided out of that pair (the analysis' product model)
 reads 1.0. The run is played with the run's own code (submit, the tasks'
 planned pairs, the analysis job, its retest rounds), and judged by
-runsim's ground truth, decided from the fabric before any analysis."""
+runsim's ground truth, decided from the fabric before any analysis. The
+last test is the other side, on tests/fleet.py's product-model fabric: what
+a pair through a slow switch read is a floor under the node."""
 
 from __future__ import annotations
 
@@ -168,3 +170,31 @@ def test_a_retest_partner_behind_a_slow_switch_only_where_no_other_is_free(playe
     only = {n: a.nodes[n] for n in [x] + su1}
     partners = {q for rnd in next_round(only, [], {}) for pair in rnd for q in pair if q != x}
     assert partners and partners <= set(su1)
+
+
+def test_two_slow_links_and_a_pair_through_a_slow_leaf_are_no_slow_node():
+    """tests/fleet.py's fabric (the stand-ins' model) with Slurm's node
+    leaves, as tests/test_slurm_burnin_components.py runs it: n7's first
+    partners are n8 and n3 over links at 0.7, and n4 behind leaf2 at 0.8.
+    Left out of n7's level, the pair with n4 would leave two pairs at 0.7:
+    a slow node. What it read, 0.8 with the leaf not divided out, says n7
+    is at least that fast: the two pairs are links, n7 is `retest` (new
+    partners decide it) and no node is drained."""
+    from fleet import RailFabric, run_rails
+    from slurmqual.burnin.judge.plan import groups, rounds
+    from slurmqual.burnin.judge.topology import Topology
+
+    nodes = [f"n{i}" for i in range(1, 9)]
+    rails = ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    leaf_of = {n: s for s, ns in {"leaf1": nodes[:3], "leaf2": nodes[3:6], "leaf3": nodes[6:]}.items() for n in ns}
+    plan = [rounds(g, 3, leaf_of) for g in groups(nodes, 8, leaf_of)]
+    partners = [q for rnd in plan[0] for p in rnd for q in p if "n7" in p and q != "n7"]
+    assert partners == ["n8", "n3", "n4"]
+    fabric = RailFabric(rails, {(n, r): leaf_of[n] for n in nodes for r in rails}, switches={"leaf2": 0.8},
+                        link={(frozenset(("n7", q)), r): 0.7 for q in partners[:2] for r in rails})
+    a = analyze(run_rails(plan, fabric, whole_node=True), nodes, topology=Topology("sim", node_switch=leaf_of))
+    assert a.suspect_switches == ["leaf2"] and a.drain == []
+    assert a.nodes["n7"]["verdict"] == "retest" and a.nodes["n7"]["keys"][WHOLE]["verdict"] == "retest"
+    assert {n for n, v in a.nodes.items() if v["verdict"] != "pass"} == {"n7"}
+    assert sorted(x[:2] for x in a.suspect_links if len(x) == 2) == [["n3", "n7"], ["n7", "n8"]]
+    assert a.keys[WHOLE]["bounded"] >= 1

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from operator import itemgetter
 from statistics import median
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Collection, Iterable
 
 from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
 
@@ -512,7 +512,7 @@ class Conviction:
         vals = self.free(q)
         return bool(vals) and max(vals) < self.line
 
-    def robust(self, n: str, skip: frozenset[str] = frozenset()) -> bool:
+    def robust(self, n: str, skip: Collection[str] = frozenset()) -> bool:
         """Slow even without the partners that are convicted or suspects:
         with two such partners by the rule above; with one, when that
         partner is fine with someone else and every pair of the node
@@ -797,7 +797,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             verdicts[n], score[n] = "pass", x
             leaning.pop(n, None)
     if bounded:
-        late = judge_bounded(g, bounded, verdicts, score, leaning, convicted, judge)
+        late = judge_bounded(g, bounded, verdicts, score, leaning, convicted, judge, bad)
         if late:  # a convicted end is no link's (suspect_links)
             links = [x for x in links if not late & set(x)]
             clear = [x for x in clear if not late & set(x)]
@@ -814,7 +814,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
 
 
 def _clean_partners(g: PairGraph, n: str, score: dict, convicted: set[str], line: float, bad: set[Pair],
-                    skip: frozenset[str] = frozenset()) -> int:
+                    skip: Collection[str] = frozenset()) -> int:
     """How many of `n`'s partners are not under suspicion (nor its suspect
     links, nor `skip`: pairs through a slow switch it is not behind)."""
     return sum(1 for q, _v in g.adj[n] if q not in convicted and q not in skip and (score.get(q) or 0) >= line
@@ -822,7 +822,7 @@ def _clean_partners(g: PairGraph, n: str, score: dict, convicted: set[str], line
 
 
 def own_levels(g: PairGraph, score: dict[str, float | None], convicted: set[str], line: float, sigma: float,
-               bad: set[Pair], bounded: dict[str, frozenset[str]] | None = None) -> dict[str, float | None]:
+               bad: set[Pair], bounded: dict[str, dict[str, float]] | None = None) -> dict[str, float | None]:
     """Each node's own level: over its partners not under suspicion (not
     convicted, level at or above the line) and without its suspect links
     (nor its pairs through a slow switch it is not behind: `bounded`).
@@ -879,7 +879,7 @@ def _leaning(vals: list[float], c: Conviction) -> tuple[float | None, str]:
     return (round((est - c.line) / sd, 3), "pass")
 
 
-def bounding(bounded: dict[str, dict[str, float]], c: Conviction, top: float) -> dict[str, frozenset[str]]:
+def bounding(bounded: dict[str, dict[str, float]], c: Conviction, top: float) -> dict[str, dict[str, float]]:
     """The pairs `judge_bounded` leaves out of each node's level: through a
     switch slow enough (its factor of the healthy paths' level `top`, as
     the switch was found) that a node hidden behind it, at or above the
@@ -890,13 +890,13 @@ def bounding(bounded: dict[str, dict[str, float]], c: Conviction, top: float) ->
     if not top:
         return {}
     cut = c.drain_line(BOUND_PAIRS) / top
-    out = {n: frozenset(q for q, f in qs.items() if f < cut) for n, qs in bounded.items()}
+    out = {n: {q: f for q, f in qs.items() if f < cut} for n, qs in bounded.items()}
     return {n: qs for n, qs in out.items() if qs}
 
 
-def judge_bounded(g: PairGraph, bounded: dict[str, frozenset[str]], verdicts: dict[str, str],
+def judge_bounded(g: PairGraph, bounded: dict[str, dict[str, float]], verdicts: dict[str, str],
                   score: dict[str, float | None], leaning: dict[str, tuple[float | None, str]],
-                  convicted: set[str], c: Conviction) -> set[str]:
+                  convicted: set[str], c: Conviction, bad: Collection[Pair] = frozenset()) -> set[str]:
     """A pair through a slow switch (`bounded`: node -> the partners whose
     pair with it ran through a slow switch it is not behind: `bounding`)
     had that switch's factor divided out (components.attribute,
@@ -908,13 +908,27 @@ def judge_bounded(g: PairGraph, bounded: dict[str, frozenset[str]], verdicts: di
     `fail`; a pass resting on bounded pairs alone, or below the line on
     the others, is `retest` (a round gives it partners away from the slow
     switches). A `retest` is never passed here; its leaning is taken from
-    the other pairs. Returns the nodes convicted."""
+    the other pairs. What such a pair read, the switch's factor not divided
+    out, is a floor: a node is at least that fast. Other pairs clearly
+    below it are not the node's level (slow links or partners: a node
+    with two links at 0.7 and a pair at 0.8 through a leaf at 0.8 is not a
+    node at 0.7); the node is then left as the divided pairs judged it.
+    A pass needs its other pairs with partners not under suspicion (level
+    at or above the line) and not its suspect links (`bad`), as
+    `own_levels`, at or above the line (a conviction does not leave its
+    links out: they were named with the bounded pairs' help).
+    Returns the nodes convicted."""
     new: set[str] = set()
+    level = dict(score)  # the partners' levels as judged before (not as this loop changes them)
     for n in sorted(bounded):
         v = verdicts.get(n)
         if v not in ("pass", "retest") or n not in g.adj:
             continue
         skip = bounded[n]
+        others = [w for q, w in g.adj[n] if q not in convicted and q not in skip]
+        floor = max(w * skip[q] for q, w in g.adj[n] if q in skip)
+        if others and c.est(others) < floor * (1 - OUTLIER_Z * c.sigma * math.sqrt(1 + 1 / len(others))):
+            continue
         if c.robust(n, skip):
             vals = [w for q, w in g.adj[n] if q not in convicted and q not in skip]
             verdicts[n], score[n] = "fail", c.est(vals)
@@ -926,12 +940,14 @@ def judge_bounded(g: PairGraph, bounded: dict[str, frozenset[str]], verdicts: di
         if v == "retest":
             leaning[n] = _leaning(clean, c)
             continue
-        est = c.est(clean) if clean else None
-        if est is None or est < c.line:
-            verdicts[n], score[n] = "retest", est
-            leaning[n] = _leaning(clean, c)
-        else:
+        fine = [w for q, w in g.adj[n] if q not in convicted and q not in skip and (level[q] or 0) >= c.line
+                and ((n, q) if n < q else (q, n)) not in bad]
+        est = c.est(fine) if fine else None
+        if est is not None and est >= c.line:
             score[n] = est
+        else:
+            verdicts[n], score[n] = "retest", c.est(clean) if clean else None
+            leaning[n] = _leaning(clean, c)
     return new
 
 

@@ -174,9 +174,9 @@ def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
                 met: dict[str, set[str]] | None = None,
                 switch_of: dict[str, str] | None = None, avoid: Iterable[str] = ()) -> list[list[Pair]]:
     """`partners` rounds pairing each suspect with a different proven-good
-    node per round; no good node twice in a round. Good nodes to `avoid`
-    (behind a switch found slow: a pair through it reads the switch, not
-    the suspect) come last of all, then partners it has `met` before, then
+    node per round; no good node twice in a round. Partners it has `met`
+    before come last, then good nodes to `avoid` (behind a switch found
+    slow: a pair through it reads the switch, not the suspect), then
     partners under a switch it already met someone under (a new switch
     separates the node from its old partners' switch and uplinks)."""
     if not good:
@@ -200,7 +200,7 @@ def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
                 g = good[(start + k) % len(good)]
                 if g in used or g == s:
                     continue
-                rank = (g in avoid, g in seen[s], switch_of.get(g) in switches)
+                rank = (g in seen[s], g in avoid, switch_of.get(g) in switches)
                 first.setdefault(rank, g)
                 if rank == (False, False, False):
                     break
