@@ -64,7 +64,8 @@ Near-line GPUs (0.85-0.87) are reported, not held to the 99%.
 
 Result (40 seeds; 2 rounds of 2 runs): first table, every target met; slow
 GPUs drained after the retest rounds 100% (t_gpu_noise 99.5% at 512 nodes),
-near_line and t_near_line 100%, healthy flagged <= 0.05%, none drained (162 s).
+near_line and t_near_line 100%, healthy flagged <= 0.05%, none drained (270 s
+at load ~10).
 Noise families: with 30 readings per run every family right in 100% of
 fleets, the first round sends only the slow GPUs' nodes; with one reading per
 GPU on a first burn-in (one run), <= 2% of the nodes for noise, slow GPUs
