@@ -205,6 +205,33 @@ def test_a_suspect_link_is_measured_again_and_both_ends_meet_new_partners():
     assert after.suspect_links == sorted(map(list, links)) and after.retest_plan == []
 
 
+def test_a_link_whose_repeat_failed_is_measured_again():
+    """The two ambiguous links of the test above, measured again by the
+    retest round, where one link's test fails (exit code 1: no value). A
+    failed test measured nothing: that link still has its one value, so
+    the next round measures it again (it was counted as measured twice and
+    never planned again, and once the rounds were spent, unsettled, it was
+    not named: 2 whole-node runs of 100 at 5% noise missed their route so)."""
+    from slurmqual.burnin.judge.plan import groups, rounds
+    from fleet import follow_up
+
+    nodes = names(32)
+    first = rounds(groups(nodes, 32)[0], 3)
+    links = [tuple(sorted(first[1][3])), tuple(sorted(first[2][9]))]
+    fabric = Fabric(link={links[0]: 0.7, links[1]: 0.72}, noise=0.02)
+    ms = run(nodes, fabric, seed=2, group_size=32)
+    a = analyze(ms)
+    assert a.suspect_links == sorted(map(list, links)) and a.clear_links == []
+    failing = Fabric(**{**fabric.__dict__, "fail_pairs": {frozenset(links[0])}})
+    again = follow_up(a.retest_plan, failing, 9, 4)
+    assert [m.ok for m in again if sorted(m.nodes) == list(links[0])] == [False]
+    after = analyze(ms + again)
+    assert list(links[0]) in after.suspect_links and list(links[0]) not in after.clear_links
+    assert list(links[1]) in after.clear_links
+    assert pairs_of(after.retest_plan) == [frozenset(links[0])]
+    assert retest.plan_round(after, [m.to_dict() for m in ms + again], set()) == after.retest_plan
+
+
 def test_a_link_clearly_slow_on_its_measurement_is_named_without_a_round():
     """One route at 0.5 at 2% noise, no other pair between healthy nodes
     anywhere near it: no new partners or repeat settle anything (a round

@@ -614,7 +614,8 @@ def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, fl
 def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: list[Measurement],
                 trusted: set[str] | None, topology, rounds: RoundState | None) -> list[list[list[str]]]:
     """The next retest round (plan.next_round) from this run's pairs: partners
-    met on any pair test, valid or not, and how often each pair was measured."""
+    met on any pair test, valid or not, and how often each pair was measured
+    (valid tests only)."""
     from .plan import met_of, next_round, repeats_of
 
     pairs = [m for m in measurements if len(m.nodes) == 2]
@@ -622,8 +623,12 @@ def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: li
     # those): its lines, not every pair's (a pass over 237,568 lines at 16k x 8).
     asked = {(x[0], x[1]) for x in links} | {(x[1], x[0]) for x in links}
     key_of: dict[tuple, str] = {}  # one key per (test, GPU model, rail), not one make_key per line
+    # A failed test measured nothing: a link whose repeat failed is measured
+    # again (counted, it kept one value and no round: its suspect link was
+    # dropped unsettled once the rounds were spent).
     times = repeats_of((m.nodes, key_of.get((m.test, m.gpu_model, m.rail)) or
-                        key_of.setdefault((m.test, m.gpu_model, m.rail), m.key)) for m in pairs if m.nodes in asked)
+                        key_of.setdefault((m.test, m.gpu_model, m.rail), m.key))
+                       for m in pairs if m.ok and m.nodes in asked)
     state = rounds or RoundState()
     if state.switch_of is None and topology is not None:
         from .topology import switch_of

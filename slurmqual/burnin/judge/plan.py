@@ -243,7 +243,8 @@ def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:
 
 def repeats_of(measured: Iterable[tuple[Sequence[str], str]]) -> dict[frozenset[str], int]:
     """Pair -> how often it was measured on the key it was measured most on
-    (`measured`: (nodes, key) of every pair test): 2 and more, a link measured again."""
+    (`measured`: (nodes, key) of every valid pair test: a failed one measured
+    nothing): 2 and more, a link measured again."""
     per: dict[tuple[str, str, str], int] = {}
     get = per.get
     for nodes, key in measured:

@@ -79,7 +79,7 @@ def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str
 
     st = state or RoundState(switch_of=switch_of, partners=partners)
     pairs = [m for m in raw if len(m.get("nodes") or ()) == 2]
-    repeats = repeats_of((m["nodes"], f"{m.get('test')}:{m.get('rail')}") for m in pairs)
+    repeats = repeats_of((m["nodes"], f"{m.get('test')}:{m.get('rail')}") for m in pairs if m.get("ok", True))
     links = to_remeasure(analysis.suspect_links, getattr(analysis, "clear_links", []),
                          getattr(analysis, "remeasure_links", []))
     return next_round(analysis.nodes, links, met_of(m["nodes"] for m in pairs), repeats, trusted, st)
