@@ -238,17 +238,17 @@ def test_a_borderline_node_is_retested_and_decided_within_the_run(cluster):
         assert any("retest round 1 of 2 submitted" in x for x in row["failing_checks"])
     a = finish(cluster, run_dir)
     w = sq(cluster, "burnin", "watch", run_dir, "--interval", "1", "--timeout", "60")
-    # n5 passes with its new partners: its first partners' links are the slow ones, and round 2
-    # measures each such link again (both ends with new partners too); still slow, they are named.
-    second = stage(run_dir, 2)
-    slow = {frozenset(k.split(",")) for k in BORDERLINE["links"]}
-    again = [frozenset(p) for rnd in second["rounds"] for p in rnd if frozenset(p) in slow]
-    assert second["state"] == "submitted" and again and len(again) == len(set(again))
-    assert "retest round 2 of 2" in w.stdout and "decided after 2 retest round(s) of 2" in w.stdout
-    assert a["retest"]["round"] == 2 and a["retest"]["final"] is True
+    # n5 passes with its new partners: its first partners' links are the slow ones. Each read
+    # 0.89 in a fleet whose pairs agree within 1%: clear on that one measurement, so they are
+    # named without measuring them again, and round 1 decides the run (no round 2).
+    assert stage(run_dir, 2) is None
+    assert "retest round 1 of 2" in w.stdout and "decided after 1 retest round(s) of 2" in w.stdout
+    assert a["retest"]["round"] == 1 and a["retest"]["final"] is True and a["retest"]["next"] is None
     assert a["nodes"]["n5"]["verdict"] == "pass" and a["drain"] == []
     assert {v["verdict"] for v in a["nodes"].values()} == {"pass"}
-    assert a["suspect_links"] and {frozenset(x[:2]) for x in a["suspect_links"]} <= slow
+    slow = {frozenset(k.split(",")) for k in BORDERLINE["links"]}
+    assert {frozenset(x[:2]) for x in a["suspect_links"]} == slow
+    assert {frozenset(x[:2]) for x in a["clear_links"]} == slow
     with open(os.path.join(run_dir, "results", "task-r1-0.json")) as fh:
         res = json.load(fh)
     # The round's pairs, and each of its nodes' intra-node test again (one
