@@ -75,7 +75,7 @@ def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str
     """The next round's pair rounds (judge.plan.next_round, the one plan
     analyze() writes as `retest_plan`) for an analysis and the run's raw
     measurements: for callers that judged without a RoundState."""
-    from ..judge.plan import met_of, next_round, repeats_of, to_remeasure
+    from ..judge.plan import met_of, next_round, repeats_of
 
     st = state or RoundState(switch_of=switch_of, partners=partners)
     pairs = [m for m in raw if len(m.get("nodes") or ()) == 2]
