@@ -4,7 +4,7 @@ one leaf switch, on simulated fabrics (tests/fleet.py RailFabric: the
 stand-in ib_write_bw's model) measured per rail (8 NICs) over the plan the
 job array runs (switch-aware groups and rounds, plan.py), with up to
 MAX_RETEST_ROUNDS automatic retest submissions as the analysis job submits
-them (burnin/run/retest.py plan_round: new partners under new switches).
+them (the analysis' own planner, analyze.next_round_plan: new partners under new switches).
 
 Fabrics: *rail-optimised* (each rail has its own leaf per scalable unit of
 32 nodes: leaf su<k>-r<rail>) and *per-node leaves* (all 8 NICs of a node on
@@ -73,10 +73,9 @@ sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 
 from bench_burnin_sim import drained_before_retest  # noqa: E402  (the run's drain rule, shared)
 from fleet import RailFabric, names, run_rails  # noqa: E402
-from slurmqual.burnin.judge.analyze import analyze  # noqa: E402
+from slurmqual.burnin.judge.analyze import analyze, next_round_plan  # noqa: E402
 from slurmqual.burnin.records import Measurement, Params  # noqa: E402
 from slurmqual.burnin.judge.plan import groups, rounds  # noqa: E402
-from slurmqual.burnin.run.retest import plan_round  # noqa: E402
 from slurmqual.burnin.judge.topology import Topology, switch_of  # noqa: E402
 import runsim  # noqa: E402  (bench/runsim.py: the issue 22 families' generator and run)
 
@@ -253,13 +252,12 @@ def slurmqual(nodes, topo, plan, f: RailFabric, seed: int):
     ms = run_rails(plan, f, seed)
     a = analyze(ms, nodes, topology=topo)
     extra = 0
-    sw = switch_of(topo)
     drained: dict[str, list[str]] = {}  # drained before a retest round, with the NICs its reason named
     while a.retest_plan and extra < MAX_RETEST_ROUNDS and not a.guard_tripped:
         extra += 1
         for x in drained_before_retest(a):
             drained.setdefault(x, a.nodes[x].get("failed_nics", []))
-        nxt = plan_round(a, [{"nodes": list(m.nodes)} for m in ms], set(), sw)
+        nxt = next_round_plan(a.nodes, a.suspect_links, a.clear_links, a.remeasure_links, ms, topology=topo)
         if not nxt:
             break
         more = run_rails([[[tuple(p) for p in rnd] for rnd in nxt]], f, seed * 31 + extra)

@@ -592,7 +592,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         if v["verdict"] == "untested" and v["keys"]:
             problems.append(f"{n}: untested: {v['why']}")
     retest = sorted(n for n in all_nodes if nodes[n]["verdict"] == "retest")
-    plan = _next_round(nodes, to_remeasure(links, clear, again), measurements, trusted, topology, rounds)
+    plan = next_round_plan(nodes, links, clear, again, measurements, trusted, topology, rounds)
     planned = {n for rnd in plan for pair in rnd for n in pair}
     if [n for n in retest if n not in planned]:
         problems.append(f"{len([n for n in retest if n not in planned])} node(s) need a retest but have no "
@@ -645,13 +645,21 @@ def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, fl
             below[n] = {"key": key, "score": own, "baseline": base_of[n]}
 
 
-def _next_round(nodes: dict[str, dict], links: list[list[str]], measurements: list[Measurement],
-                trusted: set[str] | None, topology, rounds: RoundState | None) -> list[list[list[str]]]:
-    """The next retest round (plan.next_round) from this run's pairs: partners
-    met on any pair test, valid or not, and how often each pair was measured
-    (valid tests only)."""
+def next_round_plan(nodes: dict[str, dict], suspect_links: list[list[str]], clear_links: list[list[str]],
+                    remeasure_links: list[list[str]], measurements: list[Measurement],
+                    trusted: set[str] | None = None, topology=None,
+                    rounds: RoundState | None = None) -> list[list[list[str]]]:
+    """The next retest round (plan.next_round) from this run's pairs: the one
+    function that plans a round. analyze() writes it as `retest_plan`, the
+    analysis job submits that; a caller holding an Analysis and the run's raw
+    lines gets the same plan with
+    ``next_round_plan(a.nodes, a.suspect_links, a.clear_links, a.remeasure_links,
+    records.from_dicts(raw), topology=topo)``. The links measured again are
+    those no key settles (plan.to_remeasure); partners met on any pair test,
+    valid or not; how often each pair was measured (valid tests only)."""
     from .plan import met_of, next_round, repeats_of
 
+    links = to_remeasure(suspect_links, clear_links, remeasure_links)
     pairs = [m for m in measurements if len(m.nodes) == 2]
     # How often each suspect link was measured (next_round asks only about
     # those): its lines, not every pair's (a pass over 237,568 lines at 16k x 8).

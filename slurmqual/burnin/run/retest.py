@@ -70,21 +70,6 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
     return RoundState(decided, unavailable, switch_of)
 
 
-def plan_round(analysis, raw: list[dict], trusted: set[str], switch_of: dict[str, str] | None = None,
-               partners: int = 2, state: RoundState | None = None) -> list[list[list[str]]]:
-    """The next round's pair rounds (judge.plan.next_round, the one plan
-    analyze() writes as `retest_plan`) for an analysis and the run's raw
-    measurements: for callers that judged without a RoundState."""
-    from ..judge.plan import met_of, next_round, repeats_of
-
-    st = state or RoundState(switch_of=switch_of, partners=partners)
-    pairs = [m for m in raw if len(m.get("nodes") or ()) == 2]
-    repeats = repeats_of((m["nodes"], f"{m.get('test')}:{m.get('rail')}") for m in pairs if m.get("ok", True))
-    links = to_remeasure(analysis.suspect_links, getattr(analysis, "clear_links", []),
-                         getattr(analysis, "remeasure_links", []))
-    return next_round(analysis.nodes, links, met_of(m["nodes"] for m in pairs), repeats, trusted, st)
-
-
 def suspects_in(rounds: list[list[list[str]]]) -> list[str]:
     """A round's suspects: the first of each pair (a proven-good partner is
     second), both ends of a suspect link measured again."""
