@@ -48,7 +48,7 @@ from statistics import median
 
 from ..records import Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
-from .pairs import MODEL_SAFETY, KeyResult, Transients, _r, judge_pairs, link_values
+from .pairs import MODEL_SAFETY, KeyResult, Pool, Transients, _r, judge_pairs, link_values, pool_tails
 from .plan import RoundState, to_remeasure
 
 # On a node slow on every rail, a NIC below this share of the node's own
@@ -464,11 +464,30 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             if through:
                 bounded[key] = bounded_ends(through, paths, rail, p.threshold)
         findings += explained
+    # The rails of one test share a fabric and a noise source: each rail
+    # key's low tail is judged with the others' (pairs.pool_tails). A rail
+    # of a 128-node fleet has ~200 pairs, too few to show a student-t tail
+    # that its 8 rails together show (a healthy NIC's two pairs at 0.67
+    # drained it).
+    pools: dict[str, Pool] = {}
+    by_test: dict[str, list[str]] = {}
+    for key in by_key:
+        test, topo, _nic = split_key(key)
+        if topo == "rail" and not (fleet_level or {}).get(key):
+            by_test.setdefault(test, []).append(key)
+    for keys in by_test.values():
+        if len(keys) > 1:
+            for key in keys:
+                if graphs.get(key) is None:
+                    graphs[key] = link_values(by_key[key])
+            pool = pool_tails((graphs[k] for k in keys), p)
+            pools.update(dict.fromkeys(keys, pool))
     for key, ms in sorted(by_key.items()):
         _test, topo, nic = split_key(key)
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
-            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key))
+            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key),
+                                       pools.get(key))
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
                 results[key].clear = [[a, b, nic] for a, b in results[key].clear]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from statistics import median
 from typing import TYPE_CHECKING, Collection, Iterable
@@ -81,10 +81,14 @@ class PairGraph:
     value: dict[Pair, float]
     adj: dict[str, list[tuple[str, float]]]
     best: dict[str, float]  # each node's best pair
+    multi: tuple[Pair, ...] = ()  # the pairs measured more than once
     # Each node's level over all its partners, per noise scale asked for
     # (most nodes have no convicted partner: a conviction pass and the
     # scores after it share these instead of estimating 16k levels again).
     _levels: dict[float | None, dict[str, float]] = field(default_factory=dict, repr=False)
+    # The unconvicted first pass's (fleet level, noise, tail): `first_tail`
+    # reads it for the pool of a run's rail keys, `convict` starts from it.
+    _first: tuple | None = field(default=None, repr=False)
 
     def levels(self, sigma: float | None) -> dict[str, float]:
         if sigma not in self._levels:
@@ -137,7 +141,7 @@ def link_values(ms: Iterable["Measurement"]) -> PairGraph:
         adj.setdefault(a, []).append((b, v))
         adj.setdefault(b, []).append((a, v))
     best = {n: max(map(_value, pairs)) for n, pairs in adj.items()}
-    return PairGraph(repeats, value, adj, best)
+    return PairGraph(repeats, value, adj, best, tuple(pair for pair, vs in repeats.items() if len(vs) > 1))
 
 
 def node_scores(g: PairGraph, convicted: set[str], sigma: float | None = None) -> dict[str, float | None]:
@@ -241,6 +245,12 @@ class Transients:
     tail: tuple[float, ...] = ()
     total: int = 0
     sigma: float = 0.0
+    # The tail of every key of the same test and kind (the rails of a run:
+    # one fabric, one noise source), pooled (`pool_tails`): a rail key of a
+    # small fleet has 100-200 sample pairs, too few to show a student-t
+    # tail its 8 rails together show plainly. An upper bound, like `tail`.
+    pool: tuple[float, ...] = ()
+    pool_total: int = 0
 
     def chance(self, low: int, k: int, width: float, agree: int | None = None) -> float:
         """Expected number of healthy nodes, fleet-wide, with `low` of their
@@ -262,22 +272,32 @@ class Transients:
         student-t fleet's two pairs at 0.43 and 0.50 of one healthy node,
         extrapolated as gaussian, read one in ten million and drained it)."""
         bulk = NORMAL.cdf((x - 1) / self.sigma) if self.sigma > 0 else 0.0
-        if not self.total:
-            return bulk
-        h = bisect.bisect_right(self.tail, x)
+        # The key's own sample and the pool of its test's keys: the larger
+        # bound (each is one; a key that shows more tail than its pool keeps it).
+        return min(1.0, max(bulk, self._share(self.tail, self.total, x), self._share(self.pool, self.pool_total, x)))
+
+    def _share(self, tail: tuple[float, ...], total: int, x: float) -> float:
+        """One sample's bound at `x` (0: it says nothing beyond the bulk)."""
+        if not total:
+            return 0.0
+        h = bisect.bisect_right(tail, x)
         if h < MIN_HITS:
-            if not self.heavy:
-                return bulk
+            if not self._heavy(tail, total):
+                return 0.0
             h = MIN_HITS
-        return min(1.0, max(bulk, (h + 2 * math.sqrt(h)) / self.total))
+        return (h + 2 * math.sqrt(h)) / total
+
+    def _heavy(self, tail: tuple[float, ...], total: int) -> bool:
+        if len(tail) < MIN_HITS or self.sigma <= 0:
+            return False
+        return total * NORMAL.cdf((tail[MIN_HITS - 1] - 1) / self.sigma) < HEAVY_COUNT
 
     @property
     def heavy(self) -> bool:
         """The sample's lowest MIN_HITS pairs are lower than a gaussian bulk
-        puts that many (chance under 1%): its tail is heavier than the bulk's."""
-        if len(self.tail) < MIN_HITS or self.sigma <= 0:
-            return False
-        return self.total * NORMAL.cdf((self.tail[MIN_HITS - 1] - 1) / self.sigma) < HEAVY_COUNT
+        puts that many (chance under 1%): its tail is heavier than the bulk's
+        (the key's own sample or its pool)."""
+        return self._heavy(self.tail, self.total) or self._heavy(self.pool, self.pool_total)
 
     def chance_low(self, low: list[float], k: int, below: float = 0.0) -> float:
         """Expected number of healthy nodes, fleet-wide, whose `k` pairs
@@ -319,8 +339,14 @@ class Transients:
     def agreement(self, m: int, width: float, upto: float | None = None) -> float:
         """Chance that m hits land within `width` of each other (their spread
         in the fleet's observed hits; with `upto`, in its tail pairs at or
-        below that ratio); 1 while too few were seen to say."""
-        r = self.ratios if upto is None else self.tail[:bisect.bisect_right(self.tail, upto)]
+        below that ratio, the key's own or its pool's, whichever has more:
+        a small fleet's rail shows too few hits to say how they scatter,
+        its rails together do); 1 while too few were seen to say."""
+        if upto is None:
+            r = self.ratios
+        else:
+            own, pooled = bisect.bisect_right(self.tail, upto), bisect.bisect_right(self.pool, upto)
+            r = self.tail[:own] if own >= pooled else self.pool[:pooled]
         if m <= 1 or len(r) < DESCRIBED_HITS:
             return 1.0
         # Fraction of windows: for each observed hit as the lowest, the share
@@ -389,6 +415,22 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
             tail.append(v / level)
             if v < cut and both:
                 hits.append(v / level)
+    # A pair measured again (a retest round's suspect link) is a draw per
+    # measurement in the tail, not the median of its draws: how often a
+    # healthy pair reads low is a rate per run. Its median alone took a
+    # transient hit that the next round measured fine out of the sample
+    # (a 256-node rail with seven such hits read as tail-free, and a
+    # healthy NIC whose pairs were hit drained).
+    for pair in g.multi:
+        v, (a, b) = g.value[pair], pair
+        ta, tb = get(a), get(b)
+        if ta is None or tb is None or v > ta or v > tb:
+            continue
+        vs = g.repeats[pair]
+        total += len(vs) - 1
+        if v < line:
+            tail.remove(v / level)
+        tail.extend(x / level for x in vs if x < line)
     h = len(hits)
     tail.sort()
     hits.sort()
@@ -593,27 +635,70 @@ class Conviction:
 
 
 def judge_at(g: PairGraph, score: dict, convicted: set[str], fleet: float, p: "Params",
-             trusted: frozenset[str]) -> Conviction:
+             trusted: frozenset[str], pool: "Pool | None" = None, first: bool = False) -> Conviction:
     """The judge for one pass at fleet level `fleet`: the line, the healthy
     pairs' noise, margins sized for the nodes near the line, and the
-    fleet's transient hits."""
+    fleet's transient hits (with `pool`, the tail of its test's other keys).
+    `first`: the unconvicted first pass (`first_tail` computed it already
+    when the run's rail keys were pooled)."""
     line = p.threshold * fleet
-    # Rounded up to 0.1%: conservative, and passes whose noise moved by less
-    # share the nodes' levels (PairGraph.levels, one per noise scale).
-    sigma = math.ceil(healthy_noise(g, score, convicted, p.threshold, p.noise_floor) * 1000 - 1e-9) / 1000
-    hits = transients(g, score, convicted, line, fleet, sigma)
+    if first and not convicted:
+        hits = first_tail(g, fleet, p)
+        sigma = hits.sigma
+    else:
+        # Rounded up to 0.1%: conservative, and passes whose noise moved by less
+        # share the nodes' levels (PairGraph.levels, one per noise scale).
+        sigma = math.ceil(healthy_noise(g, score, convicted, p.threshold, p.noise_floor) * 1000 - 1e-9) / 1000
+        hits = transients(g, score, convicted, line, fleet, sigma)
+    if pool is not None:
+        hits = replace(hits, pool=pool[0], pool_total=pool[1])
     return Conviction(g, line, sigma, near_line(score, line, sigma), convicted, trusted, p.threshold, hits, p.alpha)
 
 
-def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params",
-            trusted: frozenset[str]) -> tuple[set[str], dict[str, float | None], float, Conviction]:
+Pool = tuple[tuple[float, ...], int]  # sorted tail ratios, sample size
+
+
+def first_fleet(g: PairGraph) -> float:
+    """The fleet level a key's judging starts from (no level given)."""
+    first = g.levels(None)
+    return median(first.values()) if first else 0.0
+
+
+def first_tail(g: PairGraph, fleet: float, p: "Params") -> Transients:
+    """The first pass's tail sample (nothing convicted yet, at `fleet`),
+    computed once per graph: pooling a run's rail keys needs each key's
+    tail before any key is judged, and `convict`'s first pass is the same."""
+    if g._first is None or g._first[0] != fleet:
+        score = node_scores(g, set())
+        sigma = math.ceil(healthy_noise(g, score, set(), p.threshold, p.noise_floor) * 1000 - 1e-9) / 1000
+        g._first = (fleet, transients(g, score, set(), p.threshold * fleet, fleet, sigma))
+    return g._first[1]
+
+
+def pool_tails(graphs: Iterable[PairGraph], p: "Params") -> Pool:
+    """The tails of keys measuring one thing on one fabric (a run's rails
+    of one test), pooled: each key's healthy pairs below its line, as
+    ratios to its own level, and the sample sizes summed. A healthy node's
+    low pairs on one rail are judged by how often the whole fabric's
+    healthy pairs read that low, not only its rail's 100-200."""
+    tails, total = [], 0
+    for g in graphs:
+        if g.value:
+            t = first_tail(g, first_fleet(g), p)
+            tails.append(t.tail)
+            total += t.total
+    return tuple(heapq.merge(*tails)), total
+
+
+def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", trusted: frozenset[str],
+            pool: Pool | None = None) -> tuple[set[str], dict[str, float | None], float, Conviction]:
     """Passes of `Conviction` until the convicts and the fleet median settle
     (convictions only grow). `pinned`: the fleet level is given, not re-estimated.
     Returns (convicted, scores, fleet level, the last pass's judge)."""
     convicted: set[str] = set()
     score = node_scores(g, convicted)
-    for _ in range(8):
-        judge = judge_at(g, score, convicted, fleet, p, trusted)
+    for i in range(8):
+        judge = judge_at(g, score, convicted, fleet, p, trusted, pool, first=i == 0)
         before = len(convicted)
         judge.run(node_scores(g, convicted, judge.sigma))
         score = node_scores(g, convicted, judge.sigma)
@@ -726,22 +811,21 @@ def _fine_level(g: PairGraph, n: str, other: str, convicted: set[str], line: flo
 
 def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
                 trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None,
-                through: dict[str, dict[str, float]] | None = None) -> KeyResult:
+                through: dict[str, dict[str, float]] | None = None, pool: Pool | None = None) -> KeyResult:
     """`level`: the fleet median to judge against when this run is not a fleet
     (a requalify: a few swapped nodes and their `trusted` reference nodes).
     `graph`: `link_values(ms)` when the caller has it already. `through`:
     node -> partners whose pairs ran through a slow switch the node is not
     behind, with its factor (fabricmodel.bounded_ends): where it is slow
-    enough to hide a slow node, no evidence of its level (`judge_bounded`)."""
+    enough to hide a slow node, no evidence of its level (`judge_bounded`).
+    `pool`: the tail of the run's keys of this test and kind (`pool_tails`)."""
     g = graph if graph is not None else link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
     if level:
-        convicted, score, fleet, judge = convict(g, level, True, p, trusted)
+        convicted, score, fleet, judge = convict(g, level, True, p, trusted, pool)
     else:
-        first = node_scores(g, set())
-        convicted, score, fleet, judge = convict(g, median(s for s in first.values() if s is not None),
-                                                 False, p, trusted)
+        convicted, score, fleet, judge = convict(g, first_fleet(g), False, p, trusted, pool)
     # Nodes whose best pair is clearly *above* the fleet by as much as the drain
     # line is below it (the whole fleet's margin: a split is a fleet-wide
     # claim): the fleet is split in two levels and its median sits at the
@@ -752,7 +836,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
     if level:
         pass
     elif split:
-        convicted, score, fleet, judge = convict(g, top_level(g, convicted, p.threshold), True, p, trusted)
+        convicted, score, fleet, judge = convict(g, top_level(g, convicted, p.threshold), True, p, trusted, pool)
     elif len(convicted) > cap:
         # Too many slow nodes for the guard: the median over all nodes sits
         # between two levels. Say which nodes are slow against the level of
@@ -762,8 +846,8 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             q75 = rest[(3 * len(rest)) // 4]
             rest_level = median(x for x in rest if x >= p.threshold * q75)
             if rest_level > fleet:
-                convicted, score, fleet, judge = convict(g, rest_level, True, p, trusted)
-    judge = judge_at(g, score, convicted, fleet, p, trusted)
+                convicted, score, fleet, judge = convict(g, rest_level, True, p, trusted, pool)
+    judge = judge_at(g, score, convicted, fleet, p, trusted, pool)
     line, sigma = judge.line, judge.sigma
     bounded = bounding(through, judge, top_level(g, set(), p.threshold)) if through else {}
 
