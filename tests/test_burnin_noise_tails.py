@@ -208,35 +208,11 @@ def test_a_rail_key_is_judged_with_the_tail_of_the_runs_other_rails(seed, health
     assert a.nodes[healthy]["keys"][f"ib_write_bw:rail:{alone[healthy]}"]["verdict"] in ("retest", "untested")
 
 
-def test_a_pair_measured_again_is_a_draw_per_measurement_in_the_tail():
-    # A transient hit measured again (a suspect link's repeat) reads fine the
-    # second time: both values are draws of the fleet's healthy pairs. The
-    # median of the two (0.75-0.8) left the hit out of the tail sample.
-    f = fleet(256, "gaussian", 0.08, 0.02)
-    ms = rail_lines(f, 3)
-    g = link_values(ms)
-    score = node_scores(g, set(), 0.08)
-    level = sorted(score.values())[len(score) // 2]
-    before = transients(g, score, set(), 0.9 * level, level, 0.08)
-    low = min(before.tail)
-    (a, b), v = next((p, v) for p, v in g.value.items() if abs(v / level - low) < 1e-12)
-    again = Measurement((a, b), level * 1.01, runsim.PAIR_SIZE, "ib_write_bw", rail=f.rails[0], round=3)
-    g2 = link_values(ms + [again])
-    after = transients(g2, score, set(), 0.9 * level, level, 0.08)
-    mid = g2.value[(a, b)] / level  # the median of the two: between the hit and the line
-    assert low < mid < 0.9
-    # The hit is still in the tail, not the median; the repeat, above the line, is not tail.
-    assert low in after.tail and mid not in after.tail and after.cdf(low) > 0
-
-
-@pytest.mark.parametrize("seed", [5069, 5092])
-def test_links_at_8pct_drain_no_healthy_nic_over_the_rounds(seed):
-    # 'links, 8% noise' scenarios of bench_components_sim (base 5001, 100
-    # scenarios): 5069, 128 nodes x 8 rails, student-t: a healthy NIC's two
-    # pairs at 0.67 drained it (one rail's tail alone); 5092, 256 x 4,
-    # gaussian with 2% transients: a NIC's three first pairs were hit
-    # (0.53-0.57), their repeats read 0.95-1.09, and the medians of the
-    # repeats left the hits out of the tail: it was drained in round 1.
+def test_links_at_8pct_drain_no_healthy_nic_over_the_rounds():
+    # 'links, 8% noise' scenario 5069 of bench_components_sim (base 5001,
+    # 100 scenarios): 128 nodes x 8 rails, student-t: a healthy NIC's two
+    # pairs at 0.67 of three drained it, judged with its one rail's tail.
+    seed = 5069
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_components_sim import FAMILIES
 

@@ -81,7 +81,6 @@ class PairGraph:
     value: dict[Pair, float]
     adj: dict[str, list[tuple[str, float]]]
     best: dict[str, float]  # each node's best pair
-    multi: tuple[Pair, ...] = ()  # the pairs measured more than once
     # Each node's level over all its partners, per noise scale asked for
     # (most nodes have no convicted partner: a conviction pass and the
     # scores after it share these instead of estimating 16k levels again).
@@ -141,7 +140,7 @@ def link_values(ms: Iterable["Measurement"]) -> PairGraph:
         adj.setdefault(a, []).append((b, v))
         adj.setdefault(b, []).append((a, v))
     best = {n: max(map(_value, pairs)) for n, pairs in adj.items()}
-    return PairGraph(repeats, value, adj, best, tuple(pair for pair, vs in repeats.items() if len(vs) > 1))
+    return PairGraph(repeats, value, adj, best)
 
 
 def node_scores(g: PairGraph, convicted: set[str], sigma: float | None = None) -> dict[str, float | None]:
@@ -415,22 +414,6 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
             tail.append(v / level)
             if v < cut and both:
                 hits.append(v / level)
-    # A pair measured again (a retest round's suspect link) is a draw per
-    # measurement in the tail, not the median of its draws: how often a
-    # healthy pair reads low is a rate per run. Its median alone took a
-    # transient hit that the next round measured fine out of the sample
-    # (a 256-node rail with seven such hits read as tail-free, and a
-    # healthy NIC whose pairs were hit drained).
-    for pair in g.multi:
-        v, (a, b) = g.value[pair], pair
-        ta, tb = get(a), get(b)
-        if ta is None or tb is None or v > ta or v > tb:
-            continue
-        vs = g.repeats[pair]
-        total += len(vs) - 1
-        if v < line:
-            tail.remove(v / level)
-        tail.extend(x / level for x in vs if x < line)
     h = len(hits)
     tail.sort()
     hits.sort()
