@@ -422,13 +422,14 @@ class Requalify:
                 self._event_all("requalify", f"{self.id} pass, score {v['score']}", [n])
                 self.out(f"{n}: PASS, score {v['score']:.1f} GB/s{note}; new baseline recorded, back in service")
             elif n in analysis.get("drain", []):
-                summary[n] = {"result": "fail", "score": v["score"]}
+                # An analysis before the swapped nodes were left to requalify (or one
+                # re-run by hand) drained it already: the same reason, said the same way.
+                reason = self._drained_reason(n) or self._burnin_reason(analysis, n, v)
+                summary[n] = {"result": "fail", "score": v["score"], "reason": reason}
                 self.decided[n] = "fail"
-                burnin_reason = self._drained_reason(n)
-                if burnin_reason:
-                    self._settle_swap(n, burnin_reason)
-                self._event_all("requalify", f"{self.id} fail, score {v['score']}; drained by the burn-in", [n])
-                self.out(f"{n}: FAIL, score {v['score']}; drained by the burn-in")
+                self._settle_swap(n, reason)
+                self._event_all("requalify", f"{self.id} fail: {reason}", [n])
+                self.out(f"{n}: FAIL: drained ({reason})")
             else:
                 reason = self._burnin_reason(analysis, n, v)
                 self._drain(n, reason)

@@ -43,6 +43,7 @@ process that started the cluster runs.
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
@@ -99,6 +100,40 @@ def missing_requirements(version: str = HOST_VERSION) -> str | None:
     except KeyError:
         return "user munge missing (apt-get install munge)"
     return None
+
+
+def unreachable_dir(path: str, uid: int, gid: int, groups: tuple[int, ...] = ()) -> str | None:
+    """The first directory above `path` that user uid/gid (munged's user)
+    cannot traverse, or None. munged makes its socket in the cluster
+    directory, so such a directory (TMPDIR inside a 0700 directory, e.g.
+    pytest's or `mktemp -d`'s) otherwise shows only as a timeout waiting for
+    the munged socket."""
+    import stat
+
+    parts = os.path.abspath(path).split(os.sep)[1:-1]
+    cur = os.sep
+    for part in ["", *parts]:
+        cur = os.path.join(cur, part) if part else cur
+        try:
+            st = os.stat(cur)
+        except OSError:
+            return cur
+        bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid in (gid, *groups) else stat.S_IXOTH
+        if uid != 0 and not st.st_mode & bit:
+            return cur
+    return None
+
+
+def _unreachable_message(base: str, blocked: str, user: str, uid: int) -> str:
+    import stat
+
+    try:
+        mode = f"mode {stat.S_IMODE(os.stat(blocked).st_mode):04o}"
+    except OSError:
+        mode = "unreadable"
+    return (f"cluster directory {base} is not reachable by user {user} (uid {uid}, who runs munged there): "
+            f"{blocked} ({mode}) does not let it through. Point TMPDIR at a directory every user can "
+            f"traverse (e.g. TMPDIR=/tmp, where the cluster directories go), or `chmod o+x {blocked}`")
 
 
 # Side by side (pytest-xdist) several clusters, the unit tests and a Slurm
@@ -431,12 +466,15 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
         why = missing_requirements(self.version)
         if why:
             raise RuntimeError(why)
+        if not self.in_chroot:  # a chroot version's munge user is known once its chroot is
+            self.check_reachable()
         os.makedirs(self.log, exist_ok=True)
         if self.built:
             self.prefix = slurmbuild.ensure_slurm(self.version)  # raises SlurmBuildUnavailable
         if self.in_chroot:
             self.root = chroot.ensure_chroot(chroot.SUITES[self.version])  # raises ChrootUnavailable
             try:
+                self.check_reachable()
                 self._start_holder()
                 self._make_venv()
             except BaseException:
@@ -500,6 +538,14 @@ if not os.path.exists({chroot.READY_MARKER!r}) and _argv[1:3] == ["-m", "slurmqu
                 if f[0] == name:
                     return pwd.struct_passwd((f[0], f[1], int(f[2]), int(f[3]), f[4], f[5], f[6]))
         raise RuntimeError(f"user {name} missing in {self.root}")
+
+    def check_reachable(self) -> None:
+        """Refuse, saying what to change, a cluster directory munged's user cannot reach."""
+        munge = self._user("munge")
+        groups = tuple(g.gr_gid for g in grp.getgrall() if munge.pw_name in g.gr_mem) if not self.in_chroot else ()
+        blocked = unreachable_dir(self.base, munge.pw_uid, munge.pw_gid, groups)
+        if blocked:
+            raise RuntimeError(_unreachable_message(self.base, blocked, "munge", munge.pw_uid))
 
     def _start(self, extra_conf: str, sq_extra: str, jwt: bool) -> "Cluster":
         if jwt:  # slurmrestd with rest_auth/jwt needs auth/jwt as an alternative auth type

@@ -49,7 +49,8 @@ class Cluster(FakeAdapter):
 class Run:
     """One burn-in run: its directory, the cluster, and its analyses."""
 
-    def __init__(self, tmp_path, monkeypatch, nodes: list[str], rounds: int = 2):
+    def __init__(self, tmp_path, monkeypatch, nodes: list[str], rounds: int = 2, explicit_rounds=None,
+                 reservation: str | None = None):
         cfg = tmp_path / "sq.toml"
         cfg.write_text(f'[burnin]\nrun_dir = "{tmp_path}/runs"\ngroup_size = {len(nodes)}\nmax_retest_rounds = {rounds}\n'
                        f'[store]\npath = "{tmp_path}/sq.db"\n[hooks]\nstate_dir = "{tmp_path}/state"\n')
@@ -60,7 +61,8 @@ class Run:
         self.nodes = nodes
         self.cluster = Cluster(nodes)
         monkeypatch.setattr("slurmqual.slurm.get_adapter", lambda _config: self.cluster)
-        self.dir = runner.submit(self.cfg, self.cluster, nodes, None, None)["run_dir"]
+        self.dir = runner.submit(self.cfg, self.cluster, nodes, None, reservation,
+                                 explicit_rounds=explicit_rounds)["run_dir"]
 
     def measure_first(self, fabric: Fabric, seed: int, ms: list[Measurement] | None = None) -> None:
         """The first round's one task (the whole fleet): `fabric` measured over the job array's plan."""
@@ -90,7 +92,9 @@ class Run:
     def job(self, stage: int, capsys) -> tuple[int, dict]:
         """The run's analysis job of round `stage` (`--follow-up`): drains, submits the next round."""
         rc = cli.main(["burnin", "analyze", self.dir, "--json", "--follow-up", str(stage), "--config", self.cfg_path])
-        return rc, json.loads(capsys.readouterr().out)
+        captured = capsys.readouterr()
+        self.err = captured.err
+        return rc, json.loads(captured.out)
 
     def measurements(self) -> list[Measurement]:
         return [Measurement.from_dict(d) for d in runner.load_run(self.dir)[1]]
@@ -354,6 +358,50 @@ def test_an_untested_node_says_why_and_the_budget_is_not_called_a_missing_measur
 
 
 # -- failure paths ------------------------------------------------------------------------
+
+def test_a_requalify_runs_fail_is_drained_by_requalify_alone_whatever_slurm_shows(tmp_path, monkeypatch, capsys):
+    """A requalify run's analysis leaves its swapped nodes to requalify, also
+    while Slurm shows them without the reservation's MAINTENANCE flag (it lags
+    the reservation's start; on 24.11 the analysis once drained the node
+    first): one owner, so requalify prints its one line and records the reason."""
+    from slurmqual.requalify import Requalify, pairing_rounds
+
+    swapped, refs = "gpu0003", ["gpu0001", "gpu0002", "gpu0004", "gpu0005"]
+    fleet = Run(tmp_path, monkeypatch, [swapped, *refs])  # the last full burn-in: the fleet's level
+    fleet.measure_first(Fabric(noise=0.005), seed=1)
+    assert fleet.job(0, capsys)[1]["nodes"][swapped]["verdict"] == "pass"
+    r = Run(tmp_path, monkeypatch, [swapped, *refs], explicit_rounds=pairing_rounds([swapped], refs, 2),
+            reservation="slurmqual-requalify-20261127T120000-abcd")
+    fabric = Fabric(net={swapped: 0.5}, noise=0.005)
+    plan = rundir.read_plan(r.dir)
+    r.measure_first(fabric, seed=1, ms=run_pairs([[tuple(p) for p in rnd] for rnd in plan["rounds"]], fabric, 1))
+    rc, a = r.job(0, capsys)
+    stage = 0
+    while a["retest"].get("next") and stage < 3:  # rounds until the final analysis
+        stage += 1
+        r.measure_round(stage, fabric, seed=10 + stage)
+        rc, a = r.job(stage, capsys)
+    assert a["nodes"][swapped]["verdict"] == "fail", a["nodes"]
+    assert a["drain"] == [] and r.cluster.drains == [], r.cluster.drains  # the nodes showed no MAINTENANCE
+    assert f"{swapped}: failing; left to requalify" in r.err, r.err
+    # requalify decides it: drained once, with the burn-in's own reason, said once, recorded once.
+    out: list[str] = []
+    rq = Requalify(r.cfg, r.cluster, [swapped], 4, out=out.append)
+    rq.decided = {}
+    summary = rq._verdicts(a, {}, {})
+    reason = runner.drain_reason(a, swapped, a["nodes"][swapped]["score"])
+    assert r.cluster.drains == [((swapped,), reason)] and summary[swapped]["reason"] == reason
+    assert out == [f"{swapped}: FAIL: drained ({reason})"]
+    # An analysis that drained it already (one run by hand, or an older slurmqual's):
+    # the same line and reason, not a second drain.
+    out.clear()
+    rq._verdicts(dict(a, drain=[swapped]), {}, {})
+    assert out == [f"{swapped}: FAIL: drained ({reason})"] and len(r.cluster.drains) == 1
+    from slurmqual import events
+
+    details = [e["detail"] for _p, e in events.pending(r.cfg["hooks"]["state_dir"]) if e["node"] == swapped]
+    assert details == [f"requalify: {rq.id} fail: {reason}"] * 2, details
+
 
 def test_nodes_drained_by_someone_else_between_rounds_are_never_planned(tmp_path, monkeypatch, capsys):
     r = Run(tmp_path, monkeypatch, FLEET)

@@ -433,7 +433,9 @@ def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, ru
     from ..burnin.run import runner
 
     if not args.dry_run:
-        drained = runner.drain_failures(adapter(), analysis, log=lambda m: print(m, file=sys.stderr))
+        # A requalify run's swapped nodes are requalify's to drain (runner.drain_failures).
+        leave = rundir.swapped_nodes(plan)
+        drained = runner.drain_failures(adapter(), analysis, log=lambda m: print(m, file=sys.stderr), leave=leave)
         analysis.drain = drained
         runner.record(config, run_id, when, scope or sorted(analysis.nodes), raw, analysis,
                       runner.with_host_versions(config, versions))

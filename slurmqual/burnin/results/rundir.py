@@ -136,12 +136,18 @@ def read_plan(run_dir: str) -> dict:
     return plan
 
 
+def swapped_nodes(plan: dict) -> set[str]:
+    """A requalify run's swapped nodes (the first of each explicit pair): the
+    nodes requalify decides and drains; empty for a fleet run."""
+    return {pair[0] for rnd in plan.get("rounds") or [] for pair in rnd}
+
+
 def reference_nodes(plan: dict) -> set[str]:
     """A requalify run's reference nodes: every node of its scope that is not a
     swapped one (the first of each explicit pair), those its first round left
     unpaired included: they are the retest rounds' new partners. Empty for a
     fleet run (no explicit rounds)."""
-    swapped = {pair[0] for rnd in plan.get("rounds") or [] for pair in rnd}
+    swapped = swapped_nodes(plan)
     return set(plan.get("scope") or []) - swapped if swapped else set()
 
 

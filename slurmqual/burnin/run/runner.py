@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Collection
 
 from ..results import rundir
 from ..judge.analyze import Analysis, analyze
@@ -293,17 +294,26 @@ def judge(config, raw: list[dict], scope: list[str] | None, baselines: dict[str,
                    topology=topology, rounds=rounds)
 
 
-def drain_failures(adapter, analysis: Analysis, log=print) -> list[str]:
-    """Drain failing nodes with our reason, never over someone else's drain."""
+def drain_failures(adapter, analysis: Analysis, log=print, leave: Collection[str] = ()) -> list[str]:
+    """Drain failing nodes with our reason, never over someone else's drain.
+    `leave`: a requalify run's swapped nodes. requalify decides them and
+    drains a fail with this same reason. Leaving them to Slurm's
+    MAINTENANCE flag (hands-off) made the owner depend on whether Slurm
+    showed the flag at that moment (on 24.11 once not), so an admin read
+    either line. One owner, whatever Slurm shows."""
     from ...policy import may_drain
     from ...slurm import SlurmError
 
-    if not analysis.drain:
+    for node in analysis.drain:
+        if node in leave:
+            log(f"{node}: failing; left to requalify, which drains it with this verdict's reason")
+    todo = [n for n in analysis.drain if n not in leave]
+    if not todo:
         return []
     info = {n.name: n for n in adapter.node_info()}
     whole = analysis.to_dict()
     done = []
-    for node in analysis.drain:
+    for node in todo:
         i = info.get(node)
         score = analysis.nodes[node]["score"]
         reason = drain_reason(whole, node, score)
