@@ -33,6 +33,8 @@ _TRANSIENT = ("Unable to contact slurm controller", "Socket timed out", "Connect
 # Of those, the ones after which a creation may or may not have happened.
 _AMBIGUOUS = ("Socket timed out", "Zero Bytes were transmitted", "timed out after")
 SUBMIT_MARK = "slurmqual-submit-"
+# What `scontrol -V` needs to print its version when the cluster's slurm.conf is absent.
+_VERSION_CONF = "ClusterName=slurmqual-version\nSlurmctldHost=localhost\n"
 
 
 def _transient(exc: BaseException) -> bool:
@@ -118,8 +120,35 @@ class CliAdapter(SlurmAdapter):
     def version(self) -> SlurmVersion:
         """The installed Slurm (scontrol -V; no controller needed), once per adapter."""
         if self._version is None:
-            self._version = parse_version(self._run("scontrol", "-V"))
+            self._version = parse_version(self._version_text())
         return self._version
+
+    def _version_text(self) -> str:
+        """`scontrol -V`'s output. Every release (22.05 to 26.05) reads a
+        slurm.conf before it prints its version: with none (a head node
+        without one, configless without DNS SRV) it exits "Could not
+        establish a configuration source"; with SLURM_CONF naming a missing
+        file it retries for 60 s. Then a minimal slurm.conf of its own
+        answers: the version is the installed binary's, not the cluster's."""
+        conf = self._env().get("SLURM_CONF")
+        if not conf or os.path.isfile(conf):
+            try:
+                return self._run("scontrol", "-V")
+            except SlurmError as exc:
+                if "configuration" not in str(exc):
+                    raise
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="slurmqual-version-") as tmp:
+            path = os.path.join(tmp, "slurm.conf")
+            with open(path, "w") as fh:
+                fh.write(_VERSION_CONF)
+            argv = [self._bin("scontrol"), "-V"]
+            self.calls.append(argv)
+            try:
+                return run(argv, self.timeout, env=dict(self._env(), SLURM_CONF=path)).stdout
+            except CommandError as exc:
+                raise SlurmError(f"{exc} (with no slurm.conf of the cluster: {conf or 'none found'})") from None
 
     def node_info(self, hostlist: str | None = None) -> list[NodeInfo]:
         names = expand(hostlist) if hostlist else []
