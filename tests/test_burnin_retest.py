@@ -135,7 +135,7 @@ def test_still_ambiguous_after_the_last_round_is_untested_for_a_stated_reason(tm
     a = analyse(cfg, run_dir, adapter)
     v = a.nodes["gpu0003"]
     assert v["verdict"] == "untested" and v["why"] == "still below the line within the noise after 1 retest round(s)"
-    assert a.retest["undecided"] == ["gpu0003"] and a.drain == [] and "gpu0003" not in a.would_drain
+    assert a.retest["untested"] == {"gpu0003": v["why"]} and a.drain == [] and "gpu0003" not in a.would_drain
     assert adapter.submitted == [] and a.retest["final"] is True and a.retest_plan == []
     assert any(p.startswith("gpu0003: untested: still below the line") for p in a.problems)
 
@@ -147,7 +147,7 @@ def test_no_retest_keeps_the_printed_plan(tmp_path):
     a = analyse(cfg, run_dir, adapter)
     assert json.load(open(os.path.join(run_dir, "plan.json")))["max_retest_rounds"] == 0
     assert adapter.submitted == [] and a.nodes["gpu0003"]["verdict"] == "retest" and a.retest_plan
-    assert a.retest == {"round": 0, "max_rounds": 0, "next": None, "final": True, "undecided": []}
+    assert a.retest == {"round": 0, "max_rounds": 0, "next": None, "final": True, "untested": {}}
 
 
 def test_a_failed_submission_is_a_problem_and_leaves_the_nodes_retest(tmp_path):
@@ -224,6 +224,9 @@ def test_no_good_partner_leaves_untested_with_the_reason(tmp_path):
     a.retest_plan = []
     a.retest = retest.settle(cfg, run_dir, plan, raw, a, 0, Recorder, log=lambda _m: None)
     assert a.nodes["gpu0003"] == dict(a.nodes["gpu0003"], verdict="untested", why="no proven-good node to pair it with")
+    # No round follows: the run ends here, and says so with the reason (not as "undecided").
+    assert a.retest["final"] and a.retest["untested"]["gpu0003"] == "no proven-good node to pair it with"
+    assert "undecided" not in a.retest
 
 
 # -- switch-aware plan -------------------------------------------------------------

@@ -224,10 +224,19 @@ def test_analyze_run_dir_reports_untested_and_unfinished_tasks(tmp_path):
     (run_dir / "results" / "task-1.json").write_text(json.dumps({"task": "1", "complete": False,
                                                                  "measurements": killed, "versions": {}}))
     p = _cli(tmp_path, "burnin", "analyze", str(run_dir), "--json", "--dry-run")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 5, p.stderr  # EXIT_UNTESTED: the run ended with nodes untested
     out = json.loads(p.stdout)
     assert out["nodes"]["n4"]["verdict"] == "fail" and out["drain"] == ["n4"]
     assert out["nodes"]["n7"]["verdict"] == out["nodes"]["n8"]["verdict"] == "untested"
+    why = "no valid pair measurement (an intra-node number alone never passes)"
+    assert out["retest"]["final"] and out["retest"]["untested"] == {"n7": why, "n8": why}
+    text = _cli(tmp_path, "burnin", "analyze", str(run_dir), "--dry-run")
+    assert text.returncode == 5 and "undecided" not in text.stdout
+    assert f"RUN ENDED WITH 2 NODE(S) UNTESTED (neither passed nor drained; burn them in again): n7: {why}; " \
+           f"n8: {why}" in text.stdout, text.stdout
+    from slurmqual.burnin.results.report import render_html
+
+    assert 'id="untested">The run ended with 2 node(s) untested' in render_html(out, "r9")
     assert out["nodes"]["n7"]["score"] is None and out["incomplete_tasks"] == ["1"]
     assert "task 1 did not finish: its untested nodes are reported untested" in out["problems"]
     assert json.loads((run_dir / "analysis.json").read_text()) == out

@@ -288,6 +288,12 @@ def _summary(a: dict) -> str:
                      "; ".join(" ".join(f"{x}+{y}" for x, y in rnd) for rnd in a["retest_plan"]))
     if rt.get("round") and not nxt:
         lines.append(f"  decided after {rt['round']} retest round(s) of {rt['max_rounds']}")
+    from ..burnin.results.report import ended_untested
+
+    untested = ended_untested(a)
+    if untested:
+        lines.append(f"  RUN ENDED WITH {len(untested)} NODE(S) UNTESTED (neither passed nor drained; "
+                     f"burn them in again): " + "; ".join(f"{n}: {why}" for n, why in untested.items()))
     return "\n".join(lines)
 
 
@@ -454,14 +460,19 @@ def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, ru
 
 # `burnin analyze` exit codes: 0 judged (nodes drained or not), 2 bad input,
 # 3 the blast-radius guard or a fleet-wide slowdown held the drains,
-# 4 a switch, not nodes: suspect switches named (their nodes not drained).
-EXIT_GUARD, EXIT_SWITCH = 3, 4
+# 4 a switch, not nodes: suspect switches named (their nodes not drained),
+# 5 the run ended with nodes untested (its final analysis: neither passed nor drained).
+EXIT_GUARD, EXIT_SWITCH, EXIT_UNTESTED = 3, 4, 5
 
 
 def exit_code(a: dict) -> int:
     if a.get("guard_tripped") or a.get("fleet_slowdown"):
         return EXIT_GUARD
-    return EXIT_SWITCH if a.get("suspect_switches") else 0
+    if a.get("suspect_switches"):
+        return EXIT_SWITCH
+    from ..burnin.results.report import ended_untested
+
+    return EXIT_UNTESTED if ended_untested(a) else 0
 
 
 def _task(args, config) -> int:

@@ -202,6 +202,11 @@ def render_html(analysis: dict, title: str) -> str:
         banners.append('<p class="guard" id="guard">Blast-radius guard tripped: too many nodes would have been '
                        f'drained ({esc(would)}); none were. Suspect a fabric-wide problem (spine, switch firmware, '
                        'congestion control).</p>')
+    untested = ended_untested(analysis)
+    if untested:
+        banners.append(f'<p class="guard" id="untested">The run ended with {len(untested)} node(s) untested: '
+                       'neither passed nor drained; burn them in again. '
+                       + "; ".join(f"{esc(n)}: {esc(why)}" for n, why in untested.items()) + "</p>")
     if analysis.get("fleet_slowdown"):
         banners.append('<p class="guard" id="slowdown">Fleet-wide slowdown: '
                        f'{len(analysis.get("below_baseline", {}))} nodes are well below their own baselines; '
@@ -290,6 +295,13 @@ of each test. Nodes: {len(nodes)} ({esc(summary)}). Drained: {len(drain)}.</p>
 {gpu_section}
 </body></html>
 """
+
+
+def ended_untested(a: dict) -> dict[str, str]:
+    """node -> why, for the nodes a run's final analysis leaves untested ({}
+    for an analysis a retest round follows, or one not of a run directory)."""
+    rt = a.get("retest") or {}
+    return dict(rt.get("untested") or {}) if rt.get("final") else {}
 
 
 def write_report(run: str, out: str) -> str:

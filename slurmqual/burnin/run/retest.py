@@ -167,6 +167,25 @@ def guard_cap(analysis, cfg: dict) -> int:
 def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_up: int | None, adapter_of,
            trusted: set[str] | None = None, switch_of: dict[str, str] | None = None, log=print,
            state: RoundState | None = None) -> dict:
+    """_settle, and for a final analysis (no round follows) `untested`: every
+    node the run ends with untested, with its reason (the retest budget, no
+    valid pair measurement, no proven-good partner, still within the noise
+    after the last round, not retested because of its Slurm state). The
+    report and `burnin analyze`'s exit code (5) say the run ended with them."""
+    section = _settle(config, run_dir, plan, raw, analysis, follow_up, adapter_of, trusted, switch_of, log, state)
+    section["untested"] = final_untested(analysis) if section["final"] else {}
+    return section
+
+
+def final_untested(analysis) -> dict[str, str]:
+    """node -> why, for every `untested` node of the analysis."""
+    return {n: v.get("why") or "no reason recorded" for n, v in sorted(analysis.nodes.items())
+            if v["verdict"] == "untested"}
+
+
+def _settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_up: int | None, adapter_of,
+            trusted: set[str] | None = None, switch_of: dict[str, str] | None = None, log=print,
+            state: RoundState | None = None) -> dict:
     """Decide this analysis' place in the run and change `analysis` to match:
     submit the next retest round, exactly `analysis.retest_plan` (`follow_up`:
     the round this analysis job of the run judges; None for an analysis by
@@ -177,7 +196,7 @@ def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_u
     (round_state); its unavailable nodes' reasons. Returns the analysis' `retest` section."""
     max_rounds = int(plan.get("max_retest_rounds") or 0)
     done = follow_up if follow_up is not None else max((s["round"] for s in submitted(run_dir)), default=0)
-    section = {"round": done, "max_rounds": max_rounds, "next": None, "final": True, "undecided": []}
+    section = {"round": done, "max_rounds": max_rounds, "next": None, "final": True}
     if max_rounds and done >= max_rounds and not analysis.guard_tripped:
         _unsettled_links(analysis, done)
     retest = sorted(n for n, v in analysis.nodes.items() if v["verdict"] == "retest")
@@ -193,7 +212,6 @@ def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_u
             rounds = analysis.retest_plan
             _unplanned(analysis, retest, rounds, state)
             if not rounds:
-                section["undecided"] = retest
                 return section
             try:
                 from .gputask import retest_tools
@@ -227,7 +245,6 @@ def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_u
         return section
     if done >= max_rounds and retest:
         _undecided(analysis, retest, f"still below the line within the noise after {done} retest round(s)")
-        section["undecided"] = retest
     if done >= max_rounds:
         analysis.retest_plan = []
     return section
