@@ -336,13 +336,14 @@ class Requalify:
 
         partners = min(len(refs), max(2, self.config["burnin"]["rounds"] - 1))
         rounds = pairing_rounds(nodes, refs, partners)
-        # Ctrl-C/SIGTERM wait until the jobs are in self.jobs, which the cleanup
-        # cancels: one that came after sbatch answered but before requalify had
-        # the ids left the burn-in running in the reservation, which then could
-        # never be deleted (seen on 22.05 under load). Submission is bounded
-        # (slurm.timeout_s per sbatch), so the wait is too.
-        held = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, held) if _main_thread() else None
+        # A Ctrl-C/SIGTERM/SIGHUP outside submit's own sbatch calls (which cancel
+        # what they submitted) waits until the jobs are in self.jobs, which the
+        # cleanup cancels: one that came after sbatch answered but before
+        # requalify had the ids left the burn-in running in the reservation,
+        # which then could never be deleted (seen on 22.05 under load).
+        pending: list[int] = []
+        held = {s: signal.signal(s, lambda signum, _f: pending.append(signum))
+                for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)} if _main_thread() else {}
         try:
             try:
                 sub = submit(self.config, self.adapter, nodes + refs, None, self.reservation, explicit_rounds=rounds)
@@ -350,8 +351,10 @@ class Requalify:
                 raise Cancelled(f"cancelled by {exc}" if str(exc).startswith("signal ") else "cancelled") from None
             self.jobs = [*sub["task_jobs"], sub["analysis_job"]]
         finally:
-            if mask is not None:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a held signal is delivered now
+            for s, handler in held.items():
+                signal.signal(s, handler)
+        if pending:
+            raise Cancelled(f"cancelled by signal {pending[0]}")
         self.out(f"burn-in {sub['run_id']}: task job {sub['array_job']}, analysis {sub['analysis_job']}")
         return self._follow(sub["run_dir"], time.monotonic() + 4 * 3600)
 
