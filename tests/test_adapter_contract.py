@@ -335,3 +335,27 @@ def test_pyslurm_reboot_goes_through_scontrol(cluster, request):
         ["reboot", "ASAP", "nextstate=RESUME", "reason=slurmqual: remediation: reboot test", "n2"]]
     (n2,) = a.node_info("n2")
     assert "REBOOT_REQUESTED" not in n2.flags and not n2.drained
+
+
+def test_pyslurm_call_is_bounded_by_timeout_s_when_slurmctld_hangs(cluster, request):
+    """A stopped slurmctld (SIGSTOP: it accepts connections, answers nothing):
+    libslurm alone waits MessageTimeout (10 s here) per try and tries again,
+    with the GIL held. slurm.timeout_s (2 s) bounds each pyslurm call as it
+    bounds the CLI's; reads retry (retries=2), then a clear error."""
+    import signal
+    import time
+
+    pyslurm_serves(request, cluster)
+    a = PyslurmAdapter(cluster.conf, retries=2, cli=cli(cluster), timeout=2)
+    assert [n.name for n in a.node_info()] == ["n1", "n2", "n3"]  # loaded and answering
+    ctld = cluster.pids["slurmctld"]
+    os.kill(ctld, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with pytest.raises(SlurmError, match=r"pyslurm load nodes: timed out after 2s \(slurm.timeout_s\)"):
+            a.node_info()
+        took = time.monotonic() - start
+    finally:
+        os.kill(ctld, signal.SIGCONT)
+    assert 3.5 < took < 8, took  # two tries of 2 s and the backoff between, not libslurm's 2 x 10 s
+    cluster.wait_for(lambda: len(a.node_info()) == 3, 30, "slurmctld answering again")

@@ -9,9 +9,18 @@ Slurm commands on this host). srun_argv is the CLI's too.
 Loading goes through slurm/libslurm.py (a child-process probe first, so a
 missing libslurm, a libslurm of another release than slurmctld, or a
 missing slurm.conf is a SlurmError that names the versions and the fix).
-libslurm's own MessageTimeout bounds each RPC; reads retry (tenacity) while
-slurmctld is briefly unreachable; creations (a job, a reservation) carry a
-mark (a --comment, the reservation's name) looked for before any second try.
+
+`slurm.timeout_s` bounds each call, as it bounds the CLI's commands. pyslurm
+calls libslurm with the GIL held (no `with nogil` in pyslurm 25.11), and
+libslurm retries a read interrupted by a signal, so nothing in this process
+can stop a call slurmctld never answers (a stopped or wedged slurmctld:
+libslurm waits MessageTimeout per try, and tries again): no thread, no
+SIGALRM. Each call therefore runs in a forked child (no exec: libslurm is
+already loaded and initialised there, so a call costs a fork, not a process
+start and a slurm.conf parse), which sends its result back through a pipe
+and is killed at the timeout. Reads retry (tenacity) while slurmctld is
+briefly unreachable or slow; creations (a job, a reservation) carry a mark
+(a --comment, the reservation's name) looked for before any second try.
 """
 
 from __future__ import annotations
@@ -30,9 +39,10 @@ class _RpcFailed(Exception):
 
 
 class PyslurmAdapter(SlurmAdapter):
-    def __init__(self, slurm_conf: str | None = None, retries: int = 3, cli=None):
+    def __init__(self, slurm_conf: str | None = None, retries: int = 3, cli=None, timeout: float = 10.0):
         self.slurm_conf = slurm_conf
         self.retries = retries
+        self.timeout = timeout   # slurm.timeout_s: each call's bound (see the module docstring)
         self._cli = cli          # CliAdapter for the calls pyslurm lacks (reboot, srun)
 
     @classmethod
@@ -40,7 +50,7 @@ class PyslurmAdapter(SlurmAdapter):
         from .cli import CliAdapter
 
         cli = CliAdapter(slurm["bin_dir"], slurm["timeout_s"], slurm["retries"], slurm_conf=slurm["slurm_conf"])
-        return cls(slurm["slurm_conf"], slurm["retries"], cli)
+        return cls(slurm["slurm_conf"], slurm["retries"], cli, slurm["timeout_s"])
 
     @property
     def pyslurm(self):
@@ -60,10 +70,7 @@ class PyslurmAdapter(SlurmAdapter):
         mod = self.pyslurm
 
         def attempt():
-            try:
-                return fn(mod)
-            except mod.RPCError as exc:
-                raise _RpcFailed(f"{what}: {exc}") from None
+            return _bounded(what, lambda: fn(mod), mod.RPCError, self.timeout)
 
         wrapped = tretry(retry=retry_if_exception(lambda e: isinstance(e, _RpcFailed) and _transient(str(e))),
                          stop=stop_after_attempt(self.retries if retry else 1),
@@ -77,31 +84,30 @@ class PyslurmAdapter(SlurmAdapter):
     def node_info(self, hostlist: str | None = None) -> list[NodeInfo]:
         names = expand(hostlist) if hostlist else []
         if len(names) == 1:
-            return [_node(self._call(f"load node {names[0]}", lambda m: m.Node.load(names[0])))]
-        nodes = [_node(n) for n in self._call("load nodes", lambda m: m.Nodes.load()).values()]
+            return self._call(f"load node {names[0]}", lambda m: [_node(m.Node.load(names[0]))])
+        nodes = self._call("load nodes", lambda m: [_node(n) for n in m.Nodes.load().values()])
         if hostlist:
             wanted = set(names)
             nodes = [n for n in nodes if n.name in wanted]
         return sorted(nodes, key=lambda n: _natural(n.name))
 
     def node_facts(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        node = self._call(f"load node {name}", lambda m: m.Node.load(name))
-        return tuple(node.partitions or ()), tuple(node.available_features or ())
+        return self._call(f"load node {name}", lambda m: _facts(m.Node.load(name)))
 
     def _job_list(self) -> list[JobRecord]:
-        return [rec for job in self._call("load jobs", lambda m: m.Jobs.load()).values() for rec in _job(job)]
+        return self._call("load jobs", lambda m: [rec for job in m.Jobs.load().values() for rec in _job(job)])
 
     def jobs(self, job_ids: list[str]) -> dict[str, JobRecord]:
         return jobs_of(self._job_list(), job_ids)
 
     def reservations(self) -> list[str]:
-        return sorted(str(k) for k in self._call("load reservations", lambda m: m.Reservations.load()).keys())
+        return sorted(self._call("load reservations", lambda m: [str(k) for k in m.Reservations.load().keys()]))
 
     # -- changes -------------------------------------------------------------------
     def _update_nodes(self, nodes: list[str], **changes) -> None:
         hostlist = compress(nodes)
         self._call(f"update nodes {hostlist}",
-                   lambda m: m.Node(hostlist).modify(m.Node(**changes)))
+                   lambda m: m.Node(hostlist).modify(m.Node(**changes)) and None)
 
     def drain(self, nodes: list[str], reason: str) -> None:
         self._update_nodes(nodes, state="DRAIN", reason=reason)
@@ -127,7 +133,7 @@ class PyslurmAdapter(SlurmAdapter):
         fields = submit_fields(args, script)
 
         def once(m):
-            return m.JobSubmitDescription(**fields).submit()
+            return str(m.JobSubmitDescription(**fields).submit())
 
         last = None
         for attempt in range(self.retries):
@@ -162,13 +168,13 @@ class PyslurmAdapter(SlurmAdapter):
             ids |= {rec.job_id for key, rec in self.jobs(tasks).items() if key in tasks}
         ids |= {j for j in job_ids if j.isdigit()}
         for job_id in sorted(ids, key=int):
-            self._call(f"cancel job {job_id}", lambda m, j=int(job_id): m.Job(j).cancel())
+            self._call(f"cancel job {job_id}", lambda m, j=int(job_id): m.Job(j).cancel() and None)
 
     def cancel_by_name(self, name: str) -> None:
         """Like `scancel --name`: every still-going job of that name."""
         ids = {rec.job_id for rec in self._job_list() if rec.name == name and rec.active}
         for job_id in sorted(ids, key=int):
-            self._call(f"cancel job {job_id}", lambda m, j=int(job_id): m.Job(j).cancel())
+            self._call(f"cancel job {job_id}", lambda m, j=int(job_id): m.Job(j).cancel() and None)
 
     def create_reservation(self, name: str, nodes: list[str], duration_min: int) -> None:
         """Created once: the name is the mark looked for before any retry."""
@@ -195,7 +201,69 @@ class PyslurmAdapter(SlurmAdapter):
         raise SlurmError(f"{last}; not found afterwards, so not created")
 
     def delete_reservation(self, name: str) -> None:
-        self._call(f"delete reservation {name}", lambda m: m.Reservation(name).delete())
+        self._call(f"delete reservation {name}", lambda m: m.Reservation(name).delete() and None)
+
+
+def _bounded(what: str, call, rpc_error, timeout: float):
+    """call() in a forked child, its result (plain data: NodeInfo, JobRecord,
+    ids) pickled back; the child killed after `timeout` s. A pyslurm
+    RPCError, or the timeout, is _RpcFailed (its text says "timed out after",
+    as the CLI's does: transient, and ambiguous for a creation)."""
+    import pickle
+    import select
+    import signal
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: never returns into the caller's code
+        code = 0
+        try:
+            os.close(read_fd)
+            try:
+                out = ("ok", call())
+            except rpc_error as exc:
+                out = ("rpc", str(exc))
+            except SlurmError as exc:
+                out = ("slurm", str(exc))
+            except BaseException as exc:  # noqa: BLE001 - said to the parent, not raised here
+                out = ("error", f"{type(exc).__name__}: {exc}")
+            data = pickle.dumps(out)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view):]
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    chunks, end, done = [], time.monotonic() + timeout, False
+    try:
+        while not done:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+                break
+            chunk = os.read(read_fd, 1 << 20)
+            chunks.append(chunk)
+            done = not chunk
+    finally:
+        os.close(read_fd)
+        if not done:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os.waitpid(pid, 0)
+    if not done:
+        raise _RpcFailed(f"{what}: timed out after {timeout:g}s (slurm.timeout_s): slurmctld did not answer")
+    try:
+        kind, value = pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001 - the child died before it said anything
+        raise _RpcFailed(f"{what}: the call's process ended without an answer") from None
+    if kind == "ok":
+        return value
+    if kind == "rpc":
+        raise _RpcFailed(f"{what}: {value}")
+    raise SlurmError(f"pyslurm {what}: {value}")
 
 
 def _transient(text: str) -> bool:
@@ -206,6 +274,10 @@ def _natural(name: str) -> tuple:
     import re
 
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _facts(node) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(node.partitions or ()), tuple(node.available_features or ())
 
 
 def _node(node) -> NodeInfo:
