@@ -343,7 +343,7 @@ def analysis_job(config, run_dir: str, topo, jobs: Jobs, stage: int):
     early: list[str] = []
     # the run's earlier rounds and Slurm's node states (drained by this run or not)
     state = retest.round_state(run_dir, (lambda: jobs) if plan.get("max_retest_rounds") else None, switches,
-                               plan["scope"], early)
+                               plan["scope"], early, int(plan.get("max_retest_rounds") or 0))
     a = runner.judge(config, raw, plan["scope"], {}, topo, state)
     a.problems += early
     a.incomplete_tasks = [str(t) for t in runner.incomplete_tasks(run_dir)]

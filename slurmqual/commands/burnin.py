@@ -431,7 +431,7 @@ def _round_state(run_dir, plan, scope, adapter, switches, problems):
     from ..burnin.run import retest
 
     asks = adapter if int(plan.get("max_retest_rounds") or 0) > 0 else None
-    return retest.round_state(run_dir, asks, switches, scope or [], problems)
+    return retest.round_state(run_dir, asks, switches, scope or [], problems, int(plan.get("max_retest_rounds") or 0))
 
 
 def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan) -> None:

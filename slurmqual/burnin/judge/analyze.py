@@ -332,7 +332,8 @@ def _most_below_on_a_key(nodes: dict[str, dict]) -> int:
     return max(count.values(), default=0)
 
 
-def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int) -> list[str]:
+def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int,
+                         last: bool = False) -> list[str]:
     """At most `budget` nodes stay `retest`: the most ambiguous ones (their
     level estimate nearest the line in sds, contradicting evidence first;
     nodes nothing can decide, with only convicted partners, always stay).
@@ -340,7 +341,12 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
     are `retest` on: fail when below the line and consistent with one slow
     level; untested (with a `why`) when below the line within the noise, or
     on one intra run below its drain line (one straggling run must not
-    drain, nor pass a node that may be slow); else pass. Returns the nodes decided."""
+    drain, nor pass a node that may be slow); else pass. `last`: the
+    rounds are spent and only a `fail` is taken from the estimate (a node
+    below the line that no healthy node can be); what would lean `pass`
+    or `untested` stays `retest` (the run then says it is undecided: an
+    intra run just under the line leans pass only to spare a retest).
+    Returns the nodes decided."""
     ranked: list[tuple[float, str]] = []
     stays = 0
     for n, v in nodes.items():
@@ -358,7 +364,7 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
     decided = [n for _amb, n in ranked[keep:]]
     for n in decided:
         for k, kv in nodes[n]["keys"].items():
-            if kv["verdict"] == "retest":
+            if kv["verdict"] == "retest" and (not last or results[k].leaning[n][1] == "fail"):
                 kv["verdict"] = results[k].leaning[n][1]
         if any(kv["verdict"] == "untested" for kv in nodes[n]["keys"].values()):
             nodes[n]["why"] = f"below the line within the noise, past the retest budget ({budget}): not decided"
@@ -530,15 +536,22 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     # The retest budget decides nodes only in a run that drains: when the
     # guard holds every drain (a fabric-wide problem) nothing is decided.
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
-    budget = max(p.retest_min, int(p.retest_fraction * tested))
-    held = sum(1 for v in nodes.values() if v["verdict"] == "fail") > max(p.guard_min, int(p.guard_fraction * tested)) \
-        or any(r.info.get("split") for r in results.values())
+    # Rounds spent: no retest is left to decide a node, every one is decided
+    # by its best estimate (below the line where no healthy node can be:
+    # fail), as past the budget; only nodes nothing decides stay (untested).
+    budget = 0 if rounds is not None and rounds.last else max(p.retest_min, int(p.retest_fraction * tested))
+    cap0 = max(p.guard_min, int(p.guard_fraction * tested))
+    # More nodes slow by the noise alone on one key than the guard allows,
+    # decided or not: a fleet-wide problem (`pairs.clearly_below`).
+    slow_held = max((r.info.get("clearly_below", 0) for r in results.values()), default=0)
+    slow_held = slow_held if slow_held > cap0 else 0
+    held = sum(1 for v in nodes.values() if v["verdict"] == "fail") > cap0 \
+        or any(r.info.get("split") for r in results.values()) or bool(slow_held)
     before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
     budget_held = 0
-    decided = [] if held else _apply_retest_budget(nodes, results, budget)
+    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last))
     for n in decided:
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
-    cap0 = max(p.guard_min, int(p.guard_fraction * tested))
     fails = sum(1 for v in nodes.values() if v["verdict"] == "fail")
     below = _most_below_on_a_key(nodes)
     if decided and (fails > cap0 or below > 2 * cap0):
@@ -572,7 +585,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
-    tripped = len(would) > cap or bool(budget_held)
+    tripped = len(would) > cap or bool(budget_held) or bool(slow_held)
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:
         tripped = True
@@ -582,6 +595,9 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     elif len(would) > cap:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
+    elif slow_held:
+        problems.append(f"blast-radius guard: {slow_held} of {tested} nodes are below the line by more than the "
+                        f"noise explains on one key (limit {cap0}); draining none: suspect a fabric-wide problem")
     elif budget_held:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes fail and deciding the {budget_held} "
                         f"retests past the budget ({budget}) would leave {below} below the line on one key (limit "
@@ -694,7 +710,7 @@ def next_round_plan(nodes: dict[str, dict], suspect_links: list[list[str]], clea
     if state.switch_of is None and topology is not None:
         from .topology import switch_of
 
-        state = RoundState(state.decided, state.unavailable, switch_of(topology), state.partners)
+        state = RoundState(state.decided, state.unavailable, switch_of(topology), state.partners, state.last)
     # each pair once (a pair has a line per rail and test): the same sets, in the same order
     return next_round(nodes, links, met_of(dict.fromkeys(m.nodes for m in pairs)), times, trusted or (), state)
 

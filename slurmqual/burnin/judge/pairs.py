@@ -550,8 +550,14 @@ class Conviction:
             vals = [v for _q, v in clean]
             return self.slow_rule(vals, self.est(vals), [v for q, v in adj[n] if q not in convicted and q not in skip])
         if len(clean) == 1 and len(adj[n]) - len(skip) >= 2:
-            q = clean[0][0]
-            every = [v for r, v in adj[n] if r not in skip]
+            q, v = clean[0]
+            every = [w for r, w in adj[n] if r not in skip]
+            # The one pair that is evidence of `n` alone must show its level:
+            # far below its other pairs (left out of `kept`) it is a hit or a
+            # link, and the rest is its suspect partners' (a healthy node of a
+            # 16-node fleet, one hit at 0.69 and two slow partners, drained).
+            if v < min(kept(every, self.sigma)):
+                return False
             return max(every) < self.drain_line(len(every)) and \
                 not self.hit_by_transients(every, self.est(every)) and \
                 (q in self.trusted or any(w >= self.line for r, w in adj[q] if r != n and r not in convicted))
@@ -869,6 +875,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             links = [x for x in links if not late & set(x)]
             clear = [x for x in clear if not late & set(x)]
     info = {"pairs": len(g.value), "measured": len(ms),
+            "clearly_below": clearly_below(g, verdicts, convicted, judge),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
             "split": split, "near_line": near_line(score, line, sigma),
@@ -923,6 +930,30 @@ def retest_leaning(g: PairGraph, verdicts: dict[str, str], convicted: set[str],
             # Partners that are convicted or themselves suspects may explain it.
             out[n] = _leaning([w for q, w in g.adj[n] if q not in convicted and not c.suspect(q)], c)
     return out
+
+
+def clearly_below(g: PairGraph, verdicts: dict[str, str], convicted: set[str], c: Conviction) -> int:
+    """How many nodes are slow by the noise alone: convicted, or `retest`
+    with a level over two or more partners not under suspicion below the
+    line and below where the fleet's noise puts a healthy node (at alpha /
+    MODEL_SAFETY over the fleet), consistently. What the guard counts: the
+    fleet's own transient hits keep such a node undecided (`hit_by_transients`:
+    in a 64-node fleet three hits of 53 sample pairs bound the rate at 12%,
+    and five pairs at 0.85 stay "explained"), yet more of them than the
+    guard allows is a fleet-wide problem whichever they are, and the retest
+    budget cannot give them all new partners to say so."""
+    count = len(convicted)
+    for n, v in verdicts.items():
+        if v != "retest" or n in convicted:
+            continue
+        vals = [w for q, w in g.adj[n] if q not in convicted and not c.suspect(q)]
+        if len(vals) < 2:
+            continue
+        est = c.est(vals)
+        floor = lambda k: min(c.line, c.healthy_floor(k))  # noqa: E731
+        if est < floor(len(kept(vals, c.sigma))) and c.consistent(vals, est) and not c.one_link(vals, floor):
+            count += 1
+    return count
 
 
 def _leaning(vals: list[float], c: Conviction) -> tuple[float | None, str]:

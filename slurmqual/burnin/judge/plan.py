@@ -223,11 +223,14 @@ class RoundState:
     (key, score, failed_nics, round; `held`: its drain waited for its rails'
     retest), `unavailable` node -> why no job can run on it (drained, by us
     or by someone else, or down), `switch_of` the leaf map partners are
-    chosen by (None: the analysis' topology), `partners` per suspect."""
+    chosen by (None: the analysis' topology), `partners` per suspect;
+    `last`: the run's retest rounds are spent (this analysis judges the
+    last one): no round can decide a `retest` node any more."""
     decided: dict[str, dict] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     switch_of: dict[str, str] | None = None
     partners: int = 2
+    last: bool = False
 
 
 def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:

@@ -42,12 +42,13 @@ def partners_met(raw: list[dict]) -> dict[str, set[str]]:
 
 
 def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scope: list[str],
-                problems: list[str]) -> RoundState:
+                problems: list[str], max_rounds: int = 0) -> RoundState:
     """What the next round is planned from: the fails every earlier analysis
     of the run decided (recorded in the round it submitted, whatever became
     of that round), and the nodes of `scope` Slurm says no job can run on
     (drained or down: by this run, or by someone else since; `adapter_of`
-    None: not asked). Slurm unreadable: a problem, and the plan leaves out only the run's own fails."""
+    None: not asked). Slurm unreadable: a problem, and the plan leaves out only the run's own fails.
+    `max_rounds`: the run's retest rounds; all submitted, the state is the last one's."""
     from ...slurm import SlurmError
 
     decided: dict[str, dict] = {}
@@ -58,8 +59,9 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
                 decided[n] = dict(d, round=first, held=n in (st.get("suspects") or ()) and st.get("state") == "submitted")
     unavailable: dict[str, str] = {}
     wanted = set(scope)
+    last = max_rounds > 0 and max((s["round"] for s in submitted(run_dir)), default=0) >= max_rounds
     if adapter_of is None:  # no rounds in this run (or no Slurm to ask)
-        return RoundState(decided, unavailable, switch_of)
+        return RoundState(decided, unavailable, switch_of, last=last)
     try:
         for i in adapter_of().node_info():
             if i.name in wanted and (i.drained or i.state in ("down", "future", "unknown")):
@@ -67,7 +69,7 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
                     f"{': ' + i.reason if i.reason else ''}"
     except (SlurmError, OSError) as exc:
         problems.append(f"node states unreadable ({exc}): the retest plan leaves out only this run's own fails")
-    return RoundState(decided, unavailable, switch_of)
+    return RoundState(decided, unavailable, switch_of, last=last)
 
 
 def suspects_in(rounds: list[list[list[str]]]) -> list[str]:
