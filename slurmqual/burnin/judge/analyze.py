@@ -303,18 +303,27 @@ def _node_verdict(keys: dict[str, dict], tests: list[str], parts: dict[str, tupl
 
 
 def _unpass_below_healthy(nodes: dict[str, dict], results: dict[str, KeyResult], threshold: float,
-                          tests: list[str], parts: dict[str, tuple]) -> None:
+                          tests: list[str], parts: dict[str, tuple], alpha: float = 0.01,
+                          pairs: dict[tuple[str, str], int] | None = None) -> None:
     """In a run the guard holds, the median may sit at a slow level (half a
     fleet slow): a node that passed against it but is below the line of the
-    level healthy nodes run at (`top_level`) is `retest`, never a pass: the
-    run qualifies nobody it cannot vouch for."""
-    for v in nodes.values():
+    level healthy nodes run at (`top_level`), or not clearly above the key's
+    own line, is `retest`, never a pass: the run qualifies nobody it cannot
+    vouch for, and no round will look at it again. Clearly: by the margin
+    its `pairs` (per key and node) give at the key's noise, at `alpha` for
+    that node (a node at 0.85 of a 64-node student-t fleet read 1.03 of the
+    line on its three pairs, where the margin was 1.035, and passed)."""
+    z = one_sided_z(alpha, 1)
+    for n, v in nodes.items():
         if v["verdict"] != "pass":
             continue
         changed = False
         for k, kv in v["keys"].items():
             top = results[k].info.get("top_level") if k in results else None
-            if top and kv["verdict"] == "pass" and kv["score"] is not None and kv["score"] < threshold * top:
+            m = (pairs or {}).get((k, n), 0)
+            r = results.get(k)
+            clear = max(threshold * (top or 0), r.line * (1 + z * r.noise / m ** 0.5) if r and m else 0.0)
+            if top and kv["verdict"] == "pass" and kv["score"] is not None and kv["score"] < clear:
                 kv["verdict"] = "retest"
                 changed = True
         if changed:
@@ -333,7 +342,7 @@ def _most_below_on_a_key(nodes: dict[str, dict]) -> int:
 
 
 def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int,
-                         last: bool = False) -> list[str]:
+                         last: bool = False, pairs: dict[str, int] | None = None) -> list[str]:
     """At most `budget` nodes stay `retest`: the most ambiguous ones (their
     level estimate nearest the line in sds, contradicting evidence first;
     nodes nothing can decide, with only convicted partners, always stay).
@@ -346,6 +355,11 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
     below the line that no healthy node can be); what would lean `pass`
     or `untested` stays `retest` (the run then says it is undecided: an
     intra run just under the line leans pass only to spare a retest).
+    Equally ambiguous nodes (every one below the line within the noise
+    is 0), the one with the fewest valid pair measurements (`pairs`) stays:
+    two new partners shrink its margin most, and a node the budget left
+    out of one round is not left out of the next by its name (a node at
+    0.85 of a 64-node fleet kept its three first pairs through both rounds).
     Returns the nodes decided."""
     ranked: list[tuple[float, str]] = []
     stays = 0
@@ -356,12 +370,12 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
         if not leans or any(amb is None for amb, _lean in leans):
             stays += 1
         else:
-            ranked.append((min(amb for amb, _lean in leans), n))
+            ranked.append((min(amb for amb, _lean in leans), (pairs or {}).get(n, 0), n))
     keep = max(budget - stays, 0)
     if len(ranked) <= keep:
         return []
     ranked.sort()
-    decided = [n for _amb, n in ranked[keep:]]
+    decided = [n for _amb, _k, n in ranked[keep:]]
     for n in decided:
         for k, kv in nodes[n]["keys"].items():
             if kv["verdict"] == "retest" and (not last or results[k].leaning[n][1] == "fail"):
@@ -549,7 +563,12 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         or any(r.info.get("split") for r in results.values()) or bool(slow_held)
     before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
     budget_held = 0
-    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last))
+    npairs: dict[str, int] = {}
+    for m in valid:
+        if len(m.nodes) == 2:
+            for x in m.nodes:
+                npairs[x] = npairs.get(x, 0) + 1
+    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last), npairs)
     for n in decided:
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
     fails = sum(1 for v in nodes.values() if v["verdict"] == "fail")
@@ -604,7 +623,12 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                         f"{cap0}, {2 * cap0} below the line); draining none: suspect a fabric-wide problem")
 
     if tripped:
-        _unpass_below_healthy(nodes, results, p.threshold, tests, parts)
+        per_key: dict[tuple[str, str], int] = {}
+        for m in valid:
+            if len(m.nodes) == 2:
+                for x in m.nodes:
+                    per_key[(m.key, x)] = per_key.get((m.key, x), 0) + 1
+        _unpass_below_healthy(nodes, results, p.threshold, tests, parts, p.alpha, per_key)
 
     from .gpus import below_baselines, is_gpu_key
 
