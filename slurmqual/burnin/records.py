@@ -217,7 +217,7 @@ class Params:
     # At most max(retest_min, retest_fraction x tested nodes) stay `retest`;
     # the least ambiguous others are decided by their best estimate.
     retest_fraction: float = 0.05
-    retest_min: int = 8
+    retest_min: int = 2
 
 
 MAX_VALUE = 1e7  # beyond any TFLOPS or GB/s a GPU reaches: an input error

@@ -555,12 +555,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     # fail), as past the budget; only nodes nothing decides stay (untested).
     budget = 0 if rounds is not None and rounds.last else max(p.retest_min, int(p.retest_fraction * tested))
     cap0 = max(p.guard_min, int(p.guard_fraction * tested))
-    # More nodes slow by the noise alone on one key than the guard allows,
-    # decided or not: a fleet-wide problem (`pairs.clearly_below`).
-    slow_held = max((r.info.get("clearly_below", 0) for r in results.values()), default=0)
-    slow_held = slow_held if slow_held > cap0 else 0
     held = sum(1 for v in nodes.values() if v["verdict"] == "fail") > cap0 \
-        or any(r.info.get("split") for r in results.values()) or bool(slow_held)
+        or any(r.info.get("split") for r in results.values())
+    # On one key, the nodes below the line by their own level, consistently,
+    # whether or not the fleet's transient hits leave them undecided
+    # (`pairs.clearly_below`): more than the guard allows, once the budget
+    # or the last round decides retests, is a fleet-wide problem.
+    slow_count = max((r.info.get("clearly_below", 0) for r in results.values()), default=0)
+    slow_held = 0
     before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
     budget_held = 0
     npairs: dict[str, int] = {}
@@ -573,7 +575,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
     fails = sum(1 for v in nodes.values() if v["verdict"] == "fail")
     below = _most_below_on_a_key(nodes)
-    if decided and (fails > cap0 or below > 2 * cap0):
+    if decided and (fails > cap0 or below > 2 * cap0 or slow_count > cap0):
         # Deciding them would trip the guard, or leave more than twice its
         # limit below the line on one key (half a fleet slow moves that
         # key's median down to it: judged against it, slow nodes would
@@ -588,6 +590,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             nodes[n]["keys"] = before[n]
             nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
         budget_held = len(decided)
+        slow_held = slow_count if fails <= cap0 and below <= 2 * cap0 else 0
         decided = []
     if decided:
         count = {v: sum(1 for n in decided if nodes[n]["verdict"] == v) for v in ("fail", "untested", "pass")}
@@ -604,7 +607,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
-    tripped = len(would) > cap or bool(budget_held) or bool(slow_held)
+    tripped = len(would) > cap or bool(budget_held)
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:
         tripped = True
@@ -615,8 +618,9 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
     elif slow_held:
-        problems.append(f"blast-radius guard: {slow_held} of {tested} nodes are below the line by more than the "
-                        f"noise explains on one key (limit {cap0}); draining none: suspect a fabric-wide problem")
+        problems.append(f"blast-radius guard: {slow_held} of {tested} nodes are below the line on one key by their own "
+                        f"level, and the retest budget ({budget}) or the last round decides the retests (limit {cap0}); "
+                        "draining none: suspect a fabric-wide problem")
     elif budget_held:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes fail and deciding the {budget_held} "
                         f"retests past the budget ({budget}) would leave {below} below the line on one key (limit "
