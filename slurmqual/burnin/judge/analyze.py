@@ -342,7 +342,7 @@ def _most_below_on_a_key(nodes: dict[str, dict]) -> int:
 
 
 def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int,
-                         last: bool = False, pairs: dict[str, int] | None = None) -> list[str]:
+                         last: bool = False) -> list[str]:
     """At most `budget` nodes stay `retest`: the most ambiguous ones (their
     level estimate nearest the line in sds, contradicting evidence first;
     nodes nothing can decide, with only convicted partners, always stay).
@@ -355,11 +355,6 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
     below the line that no healthy node can be); what would lean `pass`
     or `untested` stays `retest` (the run then says it is undecided: an
     intra run just under the line leans pass only to spare a retest).
-    Equally ambiguous nodes (every one below the line within the noise
-    is 0), the one with the fewest valid pair measurements (`pairs`) stays:
-    two new partners shrink its margin most, and a node the budget left
-    out of one round is not left out of the next by its name (a node at
-    0.85 of a 64-node fleet kept its three first pairs through both rounds).
     Returns the nodes decided."""
     ranked: list[tuple[float, str]] = []
     stays = 0
@@ -370,12 +365,12 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
         if not leans or any(amb is None for amb, _lean in leans):
             stays += 1
         else:
-            ranked.append((min(amb for amb, _lean in leans), (pairs or {}).get(n, 0), n))
+            ranked.append((min(amb for amb, _lean in leans), n))
     keep = max(budget - stays, 0)
     if len(ranked) <= keep:
         return []
     ranked.sort()
-    decided = [n for _amb, _k, n in ranked[keep:]]
+    decided = [n for _amb, n in ranked[keep:]]
     for n in decided:
         for k, kv in nodes[n]["keys"].items():
             if kv["verdict"] == "retest" and (not last or results[k].leaning[n][1] == "fail"):
@@ -565,12 +560,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     slow_held = 0
     before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
     budget_held = 0
-    npairs: dict[str, int] = {}
-    for m in valid:
-        if len(m.nodes) == 2:
-            for x in m.nodes:
-                npairs[x] = npairs.get(x, 0) + 1
-    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last), npairs)
+    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last))
     for n in decided:
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
     fails = sum(1 for v in nodes.values() if v["verdict"] == "fail")
