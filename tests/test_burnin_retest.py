@@ -212,6 +212,24 @@ def test_decided_fails_drain_at_once_unless_the_final_count_could_trip_the_guard
     assert any("held until the retest rounds end" in p for p in a.problems)
 
 
+def test_decided_fails_wait_while_nodes_the_budget_left_untested_could_trip_the_guard(tmp_path):
+    # One clear fail, four nodes at 0.89: two stay `retest` (the budget's
+    # 2) and one is left `untested` below the line; every later analysis
+    # judges it again and may fail it: 1 + 2 + 1 could exceed a guard of 3,
+    # so the fail's drain waits for the last round (1 + 2 drained it).
+    cfg = config(tmp_path)
+    cfg["burnin"]["guard_min"] = 3
+    four = ("gpu0002", "gpu0005", "gpu0012", "gpu0015")
+    run_dir = new_run(tmp_path, cfg, fabric=Fabric(net={"gpu0009": 0.6, **dict.fromkeys(four, 0.89)}, noise=0.03),
+                      seed=4)
+    a = analyse(cfg, run_dir, Recorder())
+    verdicts = [a.nodes[n]["verdict"] for n in four]
+    assert verdicts.count("retest") == 2 and verdicts.count("untested") == 1
+    assert [n for n, v in a.nodes.items() if v["verdict"] == "fail"] == ["gpu0009"]
+    assert a.drain == [] and a.retest["held"] == ["gpu0009"] and a.retest["next"]
+    assert any("held until the retest rounds end" in p for p in a.problems)
+
+
 def test_no_good_partner_leaves_untested_with_the_reason(tmp_path):
     cfg = config(tmp_path)
     run_dir = new_run(tmp_path, cfg)
