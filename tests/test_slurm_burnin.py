@@ -79,8 +79,14 @@ def drained(cluster) -> dict[str, str]:
 
 
 def baselines(cluster) -> dict[tuple[str, str], tuple[float, str]]:
-    db = sqlite3.connect(os.path.join(cluster.base, "slurmqual.db"))
+    """The store's baselines, read-only: none before a run has created the store (a test run alone)."""
+    path = os.path.join(cluster.base, "slurmqual.db")
+    if not os.path.exists(path):
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='baselines'").fetchone():
+            return {}
         return {(n, k): (s, r) for n, k, s, r in db.execute("SELECT node, test, score, run_id FROM baselines")}
     finally:
         db.close()
