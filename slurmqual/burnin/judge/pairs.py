@@ -88,6 +88,13 @@ class PairGraph:
     # The unconvicted first pass's (fleet level, noise, tail): `first_tail`
     # reads it for the pool of a run's rail keys, `convict` starts from it.
     _first: tuple | None = field(default=None, repr=False)
+    # What `transients` asks on every conviction pass (27 per run at 16k x 8
+    # rails), once per graph: each node's (sum, count) of its pairs' values;
+    # the nodes by the line under which one of their pairs can leave them
+    # not fine elsewhere; the pairs by value.
+    _sums: dict[str, tuple[float, int]] | None = field(default=None, repr=False)
+    _slack: tuple[list[float], list[str]] | None = field(default=None, repr=False)
+    _by_value: tuple[list[float], list[Pair]] | None = field(default=None, repr=False)
 
     def levels(self, sigma: float | None) -> dict[str, float]:
         if sigma not in self._levels:
@@ -95,6 +102,35 @@ class PairGraph:
                 self._levels.clear()
             self._levels[sigma] = _levels_of(self.adj, sigma)
         return self._levels[sigma]
+
+    def sums(self) -> dict[str, tuple[float, int]]:
+        if self._sums is None:
+            self._sums = {n: (sum(list(map(_value, pairs))), len(pairs)) for n, pairs in self.adj.items()}
+        return self._sums
+
+    def tight(self, line: float) -> list[str]:
+        """Nodes one of whose pairs may exceed (sum of its pairs) - line x
+        (its other pairs) (transients' "fine elsewhere" bound): those whose
+        other pairs than their best average under the line, with a margin
+        for rounding (the caller checks each pair exactly), and nodes with
+        fewer than two pairs. Every other node's pairs are all within it."""
+        if self._slack is None:
+            best, rows = self.best, []
+            for n, (total, count) in self.sums().items():
+                rows.append(((total - best[n]) / (count - 1) if count >= 2 else -math.inf, n))
+            rows.sort()
+            self._slack = ([k for k, _n in rows], [n for _k, n in rows])
+        keys, names = self._slack
+        return names[:bisect.bisect_right(keys, line * (1 + 1e-9) + 1e-9)]
+
+    def below(self, line: float) -> tuple[list[float], list[Pair]]:
+        """The pairs whose value is under `line`, lowest first (values, pairs)."""
+        if self._by_value is None:
+            ranked = sorted(self.value.items(), key=_value)
+            self._by_value = ([v for _p, v in ranked], [p for p, _v in ranked])
+        values, pairs = self._by_value
+        i = bisect.bisect_left(values, line)
+        return values[:i], pairs[:i]
 
 
 _value = itemgetter(1)  # (partner, value) -> value, in C
@@ -393,27 +429,46 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
     cut = min(line, level * (1 - 4 * sigma))
     # node -> the highest value one of its pairs may have for the node to be
     # fine elsewhere: its other pairs average at or above the line when the
-    # pair's value is at most (sum of its pairs) - line x (its other pairs);
-    # once per node, then a comparison per pair (16k nodes x 8 rails).
+    # pair's value is at most (sum of its pairs) - line x (its other pairs).
+    # Only nodes where some pair can exceed it are asked (g.tight: the few
+    # near the line, and the partners of convicts, whose sums change), and
+    # only their pairs; the counts are the fleet's pairs less those left out
+    # (16k nodes x 8 rails: a pass over every pair per conviction pass was a
+    # sixth of the analysis).
+    adj = g.adj
+    sums = g.sums()
     upto: dict[str, float] = {}
-    for n, pairs in g.adj.items():
-        if n not in convicted:
-            free = [v for q, v in pairs if q not in convicted] if convicted else list(map(_value, pairs))
-            upto[n] = sum(free) - line * (len(free) - 1) if len(free) >= 2 else -math.inf
-    level_fine = {n for n in upto if not (score[n] or 0) < line}
-    total, strict, hits, tail = 0, 0, [], []
-    get = upto.get
-    for (a, b), v in g.value.items():
-        ta, tb = get(a), get(b)
-        if ta is None or tb is None or v > ta or v > tb:
+    around = {q for c in convicted for q, _v in adj[c]} - convicted if convicted else set()
+    for n in around:
+        free = [v for q, v in adj[n] if q not in convicted]
+        upto[n] = sum(free) - line * (len(free) - 1) if len(free) >= 2 else -math.inf
+    for n in g.tight(line):
+        if n not in convicted and n not in around:
+            total_n, count = sums[n]
+            upto[n] = total_n - line * (count - 1) if count >= 2 else -math.inf
+    out: set[Pair] = set()  # pairs whose ends are not both fine elsewhere
+    for c in convicted:
+        out.update([(c, q) if c < q else (q, c) for q, _v in adj[c]])
+    for n, t in upto.items():
+        for q, v in adj[n]:
+            if v > t:
+                out.add((n, q) if n < q else (q, n))
+    total = len(g.value) - len(out)
+    # Pairs with an end whose level is under the line (or convicted) are no
+    # hits; the rest of the fine-elsewhere pairs count for the rate.
+    unsure = set(out)
+    for n in adj:
+        if n in convicted or (score[n] or 0) < line:
+            unsure.update([(n, q) if n < q else (q, n) for q, _v in adj[n]])
+    strict = len(g.value) - len(unsure)
+    hits, tail = [], []
+    values, pairs = g.below(line)
+    for v, pair in zip(values, pairs):
+        if pair in out:
             continue
-        total += 1
-        both = a in level_fine and b in level_fine
-        strict += both
-        if v < line:
-            tail.append(v / level)
-            if v < cut and both:
-                hits.append(v / level)
+        tail.append(v / level)
+        if v < cut and pair not in unsure:
+            hits.append(v / level)
     h = len(hits)
     tail.sort()
     hits.sort()
