@@ -459,7 +459,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                if split_key(k)[1] in ("pair", "rail") and not (fleet_level or {}).get(k)}
         for key, rail in sorted(net.items()):
             by_key[key], found, graphs[key] = attribute(key, by_key[key],
-                                                        lambda n, nic=rail: topology.leaf_of(n, nic), p)
+                                                        topology.leaves(rail).get, p)
             findings += found
         explained, changed, divided = explain_switches(by_key, findings, paths, p, net)
         for key in changed:

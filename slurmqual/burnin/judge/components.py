@@ -108,14 +108,18 @@ class _Search:
         self._healthy = 1.0
         self.within: dict[str, list[Pair]] = {s: [] for s in members}
         self.leaving: dict[str, list[Pair]] = {s: [] for s in members}
+        within, leaving = self.within, self.leaving
         for pair in g.value:
-            sa, sb = leaf[pair[0]], leaf[pair[1]]
-            if sa is not None and sa == sb:
-                self.within[sa].append(pair)
-            else:
-                for s in (sa, sb):
-                    if s is not None:
-                        self.leaving[s].append(pair)
+            a, b = pair
+            sa, sb = leaf[a], leaf[b]
+            if sa == sb:
+                if sa is not None:
+                    within[sa].append(pair)
+                continue
+            if sa is not None:
+                leaving[sa].append(pair)
+            if sb is not None:
+                leaving[sb].append(pair)
         self.value = dict(g.value)
         self.ratio = {pair: v / level for pair, v in g.value.items()}
         # Nodes' scores on demand: only a switch whose own pairs are slow
@@ -204,22 +208,25 @@ class _Search:
         within, leaving = self.within[s], self.leaving[s]
         inside = [ratio[x] for x in within]
         out = [ratio[x] for x in leaving]
-        touching = inside + out
         # Every path through it: its own pairs (which no other switch carries)
         # are slow. With its own pairs fine, or none, only the pairs leaving
         # it are: its uplinks, or the switch they all lead to (below).
-        if inside and median(inside) < cut and self._slow_nodes(ns) >= max(MIN_NODES, MOST * len(ns)):
+        mid = median(inside) if inside else None
+        if mid is not None and mid < cut and self._slow_nodes(ns) >= max(MIN_NODES, MOST * len(ns)):
+            touching = inside + out
             f = median(touching)
             if self.clearly_below(f, len(touching)):
                 return (-sum(1 for r in touching if r < cut), f, s, "switch", within + leaving)
-        if len(out) >= MIN_NODES and (not inside or median(inside) >= cut):
+        if len(out) >= MIN_NODES and (mid is None or mid >= cut):
             # Pairs leaving it are slow whichever switch they go to (two at
             # least): one slow neighbour switch would explain them otherwise.
+            f = median(out)
+            if f >= cut:  # not clearly below (most switches): their pairs need no count
+                return None
             leaf = self.leaf
             slow_out = [x for x in leaving if ratio[x] < cut]
             ends = {n for x in slow_out for n in x if leaf[n] == s}
             others = {leaf[n] for x in slow_out for n in x if leaf[n] != s}
-            f = median(out)
             if self.clearly_below(f, len(out)) and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES and len(others) >= 2:
                 return (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving)
         return None

@@ -8,6 +8,7 @@ Noise is *relative*: a measurement divided by the level it should be at
 
 from __future__ import annotations
 
+import bisect
 import math
 from statistics import NormalDist, median
 
@@ -61,8 +62,9 @@ def _upper_mad(ratios: list[float], floor: float) -> tuple[float, float]:
     one sort of 24,000 healthy pairs per key at 16k x 8 rails, not two)."""
     if len(ratios) < 2:
         return floor, median(ratios) if ratios else 0.0
-    mid = median(ratios)
-    upper = [r - mid for r in ratios if r >= mid]
+    ranked = sorted(ratios)  # once: the median and the upper half from one sort
+    mid = median(ranked)
+    upper = [r - mid for r in ranked[bisect.bisect_left(ranked, mid):]]
     mad = 1.4826 * median(upper) if len(upper) >= 2 else 0.0
     return max(mad / mid if mid else floor, floor), mid
 

@@ -89,12 +89,11 @@ class PairGraph:
     # reads it for the pool of a run's rail keys, `convict` starts from it.
     _first: tuple | None = field(default=None, repr=False)
     # What `transients` asks on every conviction pass (27 per run at 16k x 8
-    # rails), once per graph: each node's (sum, count) of its pairs' values;
-    # the nodes by the line under which one of their pairs can leave them
-    # not fine elsewhere; the pairs by value.
-    _sums: dict[str, tuple[float, int]] | None = field(default=None, repr=False)
-    _slack: tuple[list[float], list[str]] | None = field(default=None, repr=False)
-    _by_value: tuple[list[float], list[Pair]] | None = field(default=None, repr=False)
+    # rails), once per graph: the nodes whose pairs may leave them not fine
+    # elsewhere near a line, with their pairs' (sum, count); the pairs under it.
+    _tight: tuple[float, list[float], list[tuple[str, float, int]]] | None = field(default=None, repr=False)
+    _low: tuple[float, list[float], list[Pair]] | None = field(default=None, repr=False)
+    _ranked: tuple[list[float], list[str]] | None = field(default=None, repr=False)
 
     def levels(self, sigma: float | None) -> dict[str, float]:
         if sigma not in self._levels:
@@ -103,32 +102,48 @@ class PairGraph:
             self._levels[sigma] = _levels_of(self.adj, sigma)
         return self._levels[sigma]
 
-    def sums(self) -> dict[str, tuple[float, int]]:
-        if self._sums is None:
-            self._sums = {n: (sum(list(map(_value, pairs))), len(pairs)) for n, pairs in self.adj.items()}
-        return self._sums
-
-    def tight(self, line: float) -> list[str]:
-        """Nodes one of whose pairs may exceed (sum of its pairs) - line x
-        (its other pairs) (transients' "fine elsewhere" bound): those whose
-        other pairs than their best average under the line, with a margin
-        for rounding (the caller checks each pair exactly), and nodes with
-        fewer than two pairs. Every other node's pairs are all within it."""
-        if self._slack is None:
+    def tight(self, line: float) -> list[tuple[str, float, int]]:
+        """(node, sum of its pairs' values, their count) of the nodes one of
+        whose pairs may exceed (sum) - line x (count - 1) (transients' "fine
+        elsewhere" bound): those whose pairs other than their best average
+        under the line, with a margin for rounding (the caller checks each
+        pair exactly), and nodes with fewer than two pairs. Every other
+        node's pairs are all within it. Found once per graph for lines up
+        to 2% above the first one asked (a conviction pass moves it less)."""
+        want = line * (1 + 1e-9) + 1e-9
+        if self._tight is None or want >= self._tight[0]:
+            bound = want * 1.02
             best, rows = self.best, []
-            for n, (total, count) in self.sums().items():
-                rows.append(((total - best[n]) / (count - 1) if count >= 2 else -math.inf, n))
+            for n, pairs in self.adj.items():
+                count = len(pairs)
+                if count < 2:
+                    rows.append((-math.inf, n, 0.0, count))
+                    continue
+                total = sum(list(map(_value, pairs)))
+                k = (total - best[n]) / (count - 1)
+                if k < bound:
+                    rows.append((k, n, total, count))
             rows.sort()
-            self._slack = ([k for k, _n in rows], [n for _k, n in rows])
-        keys, names = self._slack
-        return names[:bisect.bisect_right(keys, line * (1 + 1e-9) + 1e-9)]
+            self._tight = (bound, [r[0] for r in rows], [r[1:] for r in rows])
+        _bound, keys, rows = self._tight
+        return rows[:bisect.bisect_right(keys, want)]
+
+    def ranked_best(self) -> tuple[list[float], list[str]]:
+        """The nodes' best pairs, lowest first (values, nodes): top_level asks
+        on every pass, most of them with no convict to leave out."""
+        if self._ranked is None:
+            ranked = sorted((v, n) for n, v in self.best.items())
+            self._ranked = ([v for v, _n in ranked], [n for _v, n in ranked])
+        return self._ranked
 
     def below(self, line: float) -> tuple[list[float], list[Pair]]:
-        """The pairs whose value is under `line`, lowest first (values, pairs)."""
-        if self._by_value is None:
-            ranked = sorted(self.value.items(), key=_value)
-            self._by_value = ([v for _p, v in ranked], [p for p, _v in ranked])
-        values, pairs = self._by_value
+        """The pairs whose value is under `line`, lowest first (values, pairs):
+        found once per graph for lines up to 2% above the first one asked."""
+        if self._low is None or line >= self._low[0]:
+            bound = line * 1.02
+            ranked = sorted((v, p) for p, v in self.value.items() if v < bound)
+            self._low = (bound, [v for v, _p in ranked], [p for _v, p in ranked])
+        _bound, values, pairs = self._low
         i = bisect.bisect_left(values, line)
         return values[:i], pairs[:i]
 
@@ -222,7 +237,8 @@ def fleet_level(g: PairGraph, convicted: set[str], sigma: float | None, threshol
 def top_level(g: PairGraph, convicted: set[str], threshold: float) -> float:
     """The level healthy nodes run at: the median of the nodes' best pairs
     near the top (a healthy node with one healthy partner shows it)."""
-    ranked = sorted([v for n, v in g.best.items() if n not in convicted] if convicted else g.best.values())
+    values, names = g.ranked_best()
+    ranked = [v for v, n in zip(values, names) if n not in convicted] if convicted else values
     if not ranked:
         return 0.0
     top = ranked[(3 * len(ranked)) // 4]
@@ -240,7 +256,8 @@ def healthy_noise(g: PairGraph, score: dict, convicted: set[str], threshold: flo
     # above it (the best of 3-5 pairs): at 8% noise a cut at 90% of it
     # left out half the healthy nodes, and with them the low half of the
     # pairs: the noise read 0.063 for a true 0.08, and healthy nodes failed.
-    near = [s for n, s in score.items() if s is not None and n not in convicted and s >= threshold * top]
+    at = threshold * top
+    near = [s for n, s in score.items() if s is not None and n not in convicted and s >= at]
     level = median(near) if near else top
     # The pairs of nodes not under suspicion: both ends' levels at or above
     # the line. Slow nodes not yet convicted (a tenth of a small fleet at
@@ -436,15 +453,13 @@ def transients(g: PairGraph, score: dict, convicted: set[str], line: float, leve
     # (16k nodes x 8 rails: a pass over every pair per conviction pass was a
     # sixth of the analysis).
     adj = g.adj
-    sums = g.sums()
     upto: dict[str, float] = {}
     around = {q for c in convicted for q, _v in adj[c]} - convicted if convicted else set()
     for n in around:
         free = [v for q, v in adj[n] if q not in convicted]
         upto[n] = sum(free) - line * (len(free) - 1) if len(free) >= 2 else -math.inf
-    for n in g.tight(line):
+    for n, total_n, count in g.tight(line):
         if n not in convicted and n not in around:
-            total_n, count = sums[n]
             upto[n] = total_n - line * (count - 1) if count >= 2 else -math.inf
     out: set[Pair] = set()  # pairs whose ends are not both fine elsewhere
     for c in convicted:
