@@ -383,8 +383,16 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
       margin at sd = noise / sqrt(k + 2 x rounds) (a node the rounds can
       decide must not end undecided); a NIC fault (not a slow network side)
       must be named in failed_nics. A node more than 2 noise sd below the
-      line never passes. A healthy node that straggles now and then may go
-      either way;
+      line never passes, as far as any measurement can see it: a NIC (or
+      the network side, on that rail) at or above its own rail leaf's
+      level less 2 noise sd, the leaf itself slow, is masked on every path
+      of that rail (a path is as fast as its slowest part: that node's
+      pairs read what its healthy neighbours behind the leaf read, on the
+      rail key and on the whole-node key) and does not count; such a node
+      may pass, the leaf named and the node listed in
+      behind_suspect_switch (its requalification after the switch repair
+      tests it). One clearly below its leaf's level is seen, and never
+      passes. A healthy node that straggles now and then may go either way;
     - a switch whose factor, even 3 sd high, is below the line must be
       named; a switch named that is not slow is wrong;
     - a slow route on a rail between two nodes that both have a clean
@@ -430,7 +438,7 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     for x in fabric.nodes:
         if x in healthy or fabric.healthy(x):
             continue
-        worst = min([fabric.gpu.get(x, 1.0)] + [fabric.end(x, r) for r in fabric.rails])
+        worst = min([fabric.gpu.get(x, 1.0)] + [seen_end(fabric, x, r, sigma) for r in fabric.rails])
         if worst < THRESHOLD - 2 * sigma or x not in tested:
             never_pass.add(x)
         for r in fabric.rails:
@@ -474,6 +482,16 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     guard = True if len(must_fail) > cap else False if len(slow_any) <= cap else None
     return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard,
                  {x for x in fabric.nodes if not fabric.healthy(x)})
+
+
+def seen_end(fabric: Fabric, x: str, r: str, sigma: float) -> float:
+    """Node x's end of rail r as measurements can see it: 1.0 when its own
+    rail leaf is slow and the end is at or above the leaf's level less 2
+    noise sd (masked: every path of that rail reads the leaf's level, as
+    its healthy neighbours' do), else the end's level."""
+    e = fabric.end(x, r)
+    s = fabric.switch.get(fabric.leaf[(x, r)], 1.0)
+    return 1.0 if e < 1.0 and s < 1.0 and e >= s * (1 - 2 * sigma) else e
 
 
 def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:

@@ -4,6 +4,7 @@ whole-node nccl-tests pairs and per-rail ib_write_bw both run, as
 `burnin.rails` does), judged by analyze()."""
 
 import random
+from dataclasses import replace
 
 from fleet import Fabric, measure, names, rail_fleet, run
 from slurmqual.burnin.judge.plan import groups, rounds
@@ -174,3 +175,75 @@ def test_one_slow_route_never_convicts_a_nic_at_8_percent_noise():
         assert len(found & set(link)) >= 7, (seed, sorted(map(sorted, found)))
         rail_noise = [v for k, v in a.noise.items() if ":rail:" in k]
         assert 0.07 <= min(rail_noise) and max(rail_noise) < 0.1, (seed, rail_noise)
+
+
+def test_a_nic_below_its_slow_leaf_is_judged_against_the_leafs_own_nodes():
+    """A path is as fast as its slowest part: behind su1-r2 at 0.75, a healthy
+    node's pairs read 0.75, and gpu0040 with mlx5_2 at 0.66 reads 0.66 on
+    that rail and on the whole-node key (stated here in the product model's
+    terms: the NIC's factor is what the bottleneck leaves, 0.66 / 0.75).
+    With the leaf divided out it reads 0.88 of the fleet: against the
+    fleet's line alone a pass. Against the leaf's own nodes it is clearly
+    slower than the leaf, so below the line itself: drained naming mlx5_2;
+    none of the leaf's other nodes is drained for the leaf."""
+    nodes, topo, ms, _plan = rail_fleet(128, whole_node=True, noise=0.02, switches={"su1-r2": 0.75},
+                                        nic={("gpu0040", "mlx5_2"): 0.66 / 0.75})
+    a = analyze(ms, nodes, topology=topo)
+    assert a.suspect_switches == ["su1-r2"] and not a.guard_tripped
+    assert a.drain == ["gpu0040"]
+    v = a.nodes["gpu0040"]
+    assert v["failed_nics"] == ["mlx5_2"] and v["behind_suspect_switch"] == ["su1-r2"]
+    assert v["keys"]["ib_write_bw:rail:mlx5_2"]["verdict"] == "fail"
+    # the level it reads is its own (the leaf not divided out): below the line
+    rail = a.keys["ib_write_bw:rail:mlx5_2"]
+    assert v["keys"]["ib_write_bw:rail:mlx5_2"]["score"] < rail["line"]
+    behind = [n for n in nodes[32:64] if n != "gpu0040"]
+    assert all(a.nodes[n]["verdict"] == "pass" for n in behind)
+
+
+def test_a_pair_with_a_slow_nic_is_no_low_of_its_healthy_partner():
+    """A 512-node fleet with transient congestion (0.8% of measurements hit,
+    x0.45-0.85): gpu0001's first three partners on mlx5_4 are gpu0008, whose
+    mlx5_4 is at 0.65, and two whose pairs with it a hit struck (x0.6, as
+    the generator's hits do). The pair with gpu0008 is gpu0008's low, not
+    gpu0001's: counted as one more measurement a hit could strike, never
+    as one of gpu0001's lows, two hits of three pairs are what the fleet's
+    hits put on some healthy node; three "lows of three" drained it."""
+    rail = "mlx5_4"
+    nodes, _topo, _ms, plan = rail_fleet(512, noise=0.02, transient=0.008)
+    n = plan[0][0][0][0]
+    q1, q2, q3 = [b if a == n else a for rnd in plan[0] for a, b in rnd if n in (a, b)][:3]
+    nodes, topo, ms, _plan = rail_fleet(512, noise=0.02, transient=0.008, nic={(q1, rail): 0.65})
+    hit = [replace(m, busbw=m.busbw * 0.6) if m.rail == rail and n in m.nodes and {q2, q3} & set(m.nodes) else m
+           for m in ms]
+    a = analyze(hit, nodes, topology=topo)
+    assert n not in a.drain and a.nodes[n]["verdict"] == "retest"
+    assert a.nodes[q1]["keys"]["ib_write_bw:rail:" + rail]["verdict"] in ("fail", "retest")
+    assert a.drain == []
+
+
+def test_a_pair_measured_twice_is_two_measurements_to_the_transient_question():
+    """A 512-node fleet with 2% of measurements hit by transient congestion:
+    gpu0001's three mlx5_4 pairs are measured again (as a round re-measures
+    suspect links), and four of the six values are hits (x0.5 once, x0.6 on
+    both repeats of two pairs): each pair's median reads 0.75-0.8, as a slow
+    NIC's would, but three values sit at the fleet's level, with three
+    different partners, which a slow NIC never shows. Asked of the six
+    measurements, the fleet's hits explain it: `retest` (new partners
+    decide), not drained."""
+    rail = "mlx5_4"
+    nodes, topo, ms, plan = rail_fleet(512, noise=0.02, transient=0.02)
+    n = plan[0][0][0][0]
+    q1, q2, q3 = [b if a == n else a for rnd in plan[0] for a, b in rnd if n in (a, b)][:3]
+    out = []
+    for m in ms:
+        if m.rail == rail and n in m.nodes and {q1, q2, q3} & set(m.nodes):
+            q = (set(m.nodes) - {n}).pop()
+            out += [replace(m, busbw=m.busbw * (0.5 if q == q1 else 1.0)),
+                    replace(m, busbw=m.busbw * (1.0 if q == q1 else 0.6), round=(m.round or 0) + 10)]
+        else:
+            out.append(m)
+    a = analyze(out, nodes, topology=topo)
+    key = a.nodes[n]["keys"]["ib_write_bw:rail:" + rail]
+    assert key["score"] < a.keys["ib_write_bw:rail:" + rail]["line"]  # its pairs' medians are low
+    assert key["verdict"] == "retest" and n not in a.drain

@@ -446,13 +446,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     findings = []
     graphs: dict[str, object] = {}
     bounded: dict[str, dict[str, dict[str, float]]] = {}  # key -> node -> partner -> slow switch factor
+    behind_of: dict[str, dict[str, tuple[frozenset[str], float]]] = {}  # key -> node -> slow switches, factor
     paths = None
     if topology is not None:
         # The switches first, on every pair and rail key, then each switch
         # found on any key divided out of the others (fabricmodel.py): a
         # slow rail leaf explains its nodes' whole-node pairs too.
         from .components import attribute
-        from .fabricmodel import Paths, bounded_ends, explain_switches, pairs_through
+        from .fabricmodel import Paths, behind_slow, bounded_ends, explain_switches, pairs_through
 
         paths = Paths(topology)
         net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
@@ -479,6 +480,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             if through:
                 bounded[key] = bounded_ends(through, paths, rail, p.threshold)
         findings += explained
+        on: dict[str, list] = {}
+        for f in findings:
+            on.setdefault(f.key, []).append(f)
+        for key, rail in net.items():
+            if key in on:
+                g = graphs.get(key) or link_values(by_key[key])
+                graphs[key] = g
+                behind_of[key] = behind_slow(g.adj, on[key], paths, rail, p.threshold)
     # The rails of one test share a fabric and a noise source: each rail
     # key's low tail is judged with the others' (pairs.pool_tails). A rail
     # of a 128-node fleet has ~200 pairs, too few to show a student-t tail
@@ -502,7 +511,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
             results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key),
-                                       pools.get(key))
+                                       pools.get(key), behind_of.get(key))
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
                 results[key].clear = [[a, b, nic] for a, b in results[key].clear]

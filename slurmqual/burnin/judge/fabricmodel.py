@@ -26,6 +26,10 @@ This module holds what ties the keys together:
   it: divided by the switch it reads healthy. For the end not behind the
   switch it is a lower bound, not a level (pairs.judge_bounded leaves it
   out of that end's level);
+- `behind_slow`: the nodes behind a switch slow below the line, per key:
+  a path is as fast as its slowest part, so such a node reads the switch's
+  level, and one clearly below its switch's own nodes is slower than the
+  switch (pairs.judge_behind), never drained for the switch itself;
 - `name_nics`: a node slow on a whole-node key because of one NIC is that
   NIC's fault: its slow rail (below the line on its rail key, failing or
   `retest`), with the node's other rails fine and the whole-node level no
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from statistics import median
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from .components import MIN_NODES, SwitchFinding
 from .pairs import link_values, top_level
@@ -220,6 +224,27 @@ def bounded_ends(through: dict[tuple[str, str], dict[str, float]], paths: Paths,
             out.setdefault(b, {})[a] = f
         elif in_b and not in_a:
             out.setdefault(a, {})[b] = f
+    return out
+
+
+def behind_slow(nodes: Iterable[str], findings: list[SwitchFinding], paths: Paths, rail: str | None,
+                threshold: float) -> dict[str, tuple[frozenset[str], float]]:
+    """Node -> the switches slow below the line (`findings` of one key: found
+    on it or explained there) it sits behind on that key (`rail`; None:
+    the whole node, every rail leaf of it), with their lowest factor. Their
+    effect was divided out of its pairs; pairs.judge_behind judges it
+    against their own nodes."""
+    slow = {}
+    for f in findings:
+        if f.factor < threshold and f.kind == "switch":
+            slow[f.switch] = min(f.factor, slow.get(f.switch, 1.0))
+    if not slow:
+        return {}
+    out: dict[str, tuple[frozenset[str], float]] = {}
+    for n in nodes:
+        mine = paths.leaves(n, rail).intersection(slow)
+        if mine:
+            out[n] = (frozenset(mine), min(slow[s] for s in mine))
     return out
 
 

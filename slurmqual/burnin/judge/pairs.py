@@ -49,6 +49,7 @@ OUTLIER_Z = 3.0  # a node's lowest pair this many pair-difference sds below its 
 # The most pairs a run gives a node: three in the first round, two new
 # partners in each of two retest rounds, less one for a dead task or a link.
 BOUND_PAIRS = 6
+PEERS = 3  # nodes behind the same slow switches before their level is a reference (judge_behind)
 
 
 @dataclass
@@ -547,15 +548,29 @@ class Conviction:
         top = top_half([v for v in vals if v < high])
         return max(top) - min(top) <= s * 4.5 * self.sigma * math.sqrt(2)
 
-    def slow_rule(self, vals: list[float], s: float, measured: list[float] | None = None) -> bool:
+    def slow_rule(self, vals: list[float], s: float, explained: int = 0,
+                  each: list[float] | None = None) -> bool:
         """Slow with at least two distinct partners, its level clearly below
         the line (the margin for the mean of its top half), consistently,
         and not something transient hits on a healthy node explain. Hits
-        strike measurements, whoever the partner: `measured` (default
-        `vals`) are all of the node's values that question is asked of."""
+        strike measurements, whoever the partner: `each` (default `vals`)
+        are the node's measurements with those partners one by one (a pair
+        measured twice is two), and `explained` more were measured (with
+        suspect partners, low through them) that the question counts as
+        measured, never as the node's lows."""
         return len(vals) >= 2 and s < self.drain_line(len(kept(vals, self.sigma))) \
             and not self.one_link(vals) \
-            and self.consistent(vals, s) and not self.hit_by_transients(measured or vals, s)
+            and self.consistent(vals, s) and not self.hit_by_transients(each or vals, s, explained)
+
+    def each(self, n: str, partners: Iterable[str]) -> list[float]:
+        """`n`'s measurements with `partners`, one by one: a pair measured
+        again (a suspect link re-measured) is two measurements, not their
+        median. A healthy node whose three pairs were measured twice, four
+        of the six hit (0.5-0.6), read three pairs at 0.8 and was drained;
+        its other three values, at the fleet's level, are what a slow node
+        never shows."""
+        rep = self.g.repeats
+        return [x for q in partners for x in rep[(n, q) if n < q else (q, n)]]
 
     def one_link(self, vals: list[float], below=None) -> bool:
         """Slow only through its lowest pair. A slow node or NIC is slow
@@ -576,28 +591,34 @@ class Conviction:
             return False
         return est >= (below or self.drain_line)(len(kept(rest, self.sigma)))
 
-    def hit_by_transients(self, vals: list[float], s: float) -> bool:
+    def hit_by_transients(self, vals: list[float], s: float, explained: int = 0) -> bool:
         """Would healthy nodes show pairs this low by chance somewhere in the
         fleet (expected count >= alpha / MODEL_SAFETY)? A healthy node reads
         this low only when most of its pairs land in the fleet's low tail
         together (`Transients.chance_low`: the tail as the fleet's own
         healthy pairs show it, heavy or not), and those agree as closely as
         these do (a slow node's pairs agree to within the noise; transient
-        hits scatter). Then the pairs do not decide: more partners (a retest) do."""
+        hits scatter). Then the pairs do not decide: more partners (a retest) do.
+        `explained`: pairs measured besides `vals` whose lows their partners
+        explain (suspects: below the line with everyone). They count among
+        the measurements a hit could strike, not among the lows: a healthy
+        node whose third partner was a NIC at 0.65 and two other pairs hit
+        (0.57, 0.62) showed "three lows of three" and was drained."""
         if self.hits is None:
             return False
         level = self.line / self.threshold
         low = sorted(v / level for v in vals if v < self.line)
         if not low:
             return False
-        if 2 * len(low) <= len(vals):
+        k = len(vals) + explained
+        if 2 * len(low) <= k:
             return True  # most of its pairs at or above the line: its low ones are hits
         # A pair clearly above the node's level is what a healthy node hit
         # on its other pairs shows; a slow node shows it only when its
         # slowness comes and goes: held to be ten times rarer.
         lucky = max(vals) > s * (1 + 4.5 * self.sigma * math.sqrt(2))
         limit = self.alpha / MODEL_SAFETY / (LUCKY_ODDS if lucky else 1)
-        return self.hits.chance_low(low, len(vals), limit) >= limit
+        return self.hits.chance_low(low, k, limit) >= limit
 
     def suspect(self, q: str) -> bool:
         """Below the line with every partner: its pairs may be its own fault
@@ -618,7 +639,9 @@ class Conviction:
         clean = [(q, v) for q, v in adj[n] if q not in convicted and q not in skip and not self.suspect(q)]
         if len(clean) >= 2:
             vals = [v for _q, v in clean]
-            return self.slow_rule(vals, self.est(vals), [v for q, v in adj[n] if q not in convicted and q not in skip])
+            suspects = sum(len(self.g.repeats[(n, q) if n < q else (q, n)]) for q, _v in adj[n]
+                           if q not in convicted and q not in skip and self.suspect(q))
+            return self.slow_rule(vals, self.est(vals), suspects, self.each(n, [q for q, _v in clean]))
         if len(clean) == 1 and len(adj[n]) - len(skip) >= 2:
             q, v = clean[0]
             every = [w for r, w in adj[n] if r not in skip]
@@ -671,14 +694,15 @@ class Conviction:
                 if self.robust(n):
                     convicted.add(n)
                     self._push_around(n, heap)
-                elif self.slow_rule(vals, s):
+                elif self.slow_rule(vals, s, each=self.each(n, (q for q, _v in adj[n] if q not in convicted))):
                     heapq.heappush(deferred, (s, -len(vals), n))  # its suspects may explain it
             # Only suspects explaining each other are left: convict the
             # slowest one (one at a time) and look again.
             while deferred:
                 s, _k, n = heapq.heappop(deferred)
                 vals = self.free(n) if n not in convicted else []
-                if vals and self.est(vals) == s and self.slow_rule(vals, s):
+                if vals and self.est(vals) == s and \
+                        self.slow_rule(vals, s, each=self.each(n, (q for q, _v in adj[n] if q not in convicted))):
                     convicted.add(n)
                     tentative.add(n)
                     self._push_around(n, heap)
@@ -870,14 +894,18 @@ def _fine_level(g: PairGraph, n: str, other: str, convicted: set[str], line: flo
 
 def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
                 trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None,
-                through: dict[str, dict[str, float]] | None = None, pool: Pool | None = None) -> KeyResult:
+                through: dict[str, dict[str, float]] | None = None, pool: Pool | None = None,
+                behind: dict[str, tuple[frozenset[str], float]] | None = None) -> KeyResult:
     """`level`: the fleet median to judge against when this run is not a fleet
     (a requalify: a few swapped nodes and their `trusted` reference nodes).
     `graph`: `link_values(ms)` when the caller has it already. `through`:
     node -> partners whose pairs ran through a slow switch the node is not
     behind, with its factor (fabricmodel.bounded_ends): where it is slow
     enough to hide a slow node, no evidence of its level (`judge_bounded`).
-    `pool`: the tail of the run's keys of this test and kind (`pool_tails`)."""
+    `pool`: the tail of the run's keys of this test and kind (`pool_tails`).
+    `behind`: node -> the switches slow below the line it sits behind on
+    this key (divided out of its pairs) and their lowest factor: judged
+    against those switches' own nodes too (`judge_behind`)."""
     g = graph if graph is not None else link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
@@ -944,6 +972,11 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
         if late:  # a convicted end is no link's (suspect_links)
             links = [x for x in links if not late & set(x)]
             clear = [x for x in clear if not late & set(x)]
+    if behind:
+        below = judge_behind(g, behind, verdicts, score, leaning, convicted, judge, bad, p.alpha)
+        if below:
+            links = [x for x in links if not below & set(x)]
+            clear = [x for x in clear if not below & set(x)]
     info = {"pairs": len(g.value), "measured": len(ms),
             "clearly_below": clearly_below(g, verdicts, convicted, judge),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
@@ -1116,6 +1149,81 @@ def judge_bounded(g: PairGraph, bounded: dict[str, dict[str, float]], verdicts: 
         else:
             verdicts[n], score[n] = "retest", c.est(clean) if clean else None
             leaning[n] = _leaning(clean, c)
+    return new
+
+
+def judge_behind(g: PairGraph, behind: dict[str, tuple[frozenset[str], float]], verdicts: dict[str, str],
+                 score: dict[str, float | None], leaning: dict[str, tuple[float | None, str]],
+                 convicted: set[str], c: Conviction, bad: Collection[Pair] = frozenset(),
+                 alpha: float = 0.01) -> set[str]:
+    """Nodes behind a switch slow below the line (`behind`: node -> those
+    switches on this key, their lowest factor), judged against that
+    switch's own nodes. A path is as fast as its slowest part: a healthy
+    node behind a leaf at 0.72 reads 0.72 with everyone, so dividing the
+    leaf out (components.attribute, fabricmodel) puts it at the fleet's
+    level; a NIC at 0.69 behind it reads 0.69, 0.96 with the leaf divided
+    out, above the line, and passed. Clearly below its own switch's nodes
+    (the median of the nodes behind the same slow switches, divided; the
+    margin of `Conviction.slow_rule` with the line at that level, sized for
+    the nodes behind slow switches on this key, the fleet's transient hits
+    and heavy tails asked first), it is slower than the switch and so
+    below the line itself: `fail`, its level the one it read (the divided
+    level times the switch's factor). Never for the switch's slowness: a
+    node at the switch's level is at its nodes' level. Below them by the
+    margin but as low as the key's own healthy pairs put a node by chance,
+    a passed node is `retest` (its next partners decide) and leans
+    `untested`, never pass: it may be the slower part.
+    Returns the nodes convicted."""
+    groups: dict[frozenset[str], list[str]] = {}
+    for n, (sws, _f) in behind.items():
+        if n in g.adj:
+            groups.setdefault(sws, []).append(n)
+    judged = sum(len(ns) for ns in groups.values())
+    if not judged:
+        return set()
+    # How low a healthy pair reads against its own level: the key's pairs
+    # between nodes not under suspicion (both ends' levels at or above the
+    # line), as ratios to their median. Within a few percent of the level
+    # a heavy tail (student-t) puts far more pairs than the gaussian bulk
+    # of the noise estimate says: three pairs of a healthy node at 0.96
+    # of its switch's nodes are one in 20,000 by the bulk, one in 150
+    # under student-t(3), and sixteen nodes behind a leaf over a few keys
+    # and rounds showed it (a healthy node drained).
+    sample = sorted(v for (a, b), v in g.value.items() if a not in convicted and b not in convicted
+                    and (score.get(a) or 0) >= c.line and (score.get(b) or 0) >= c.line)
+    if len(sample) < PEERS:
+        return set()
+    mid = sample[len(sample) // 2]
+    hits = Transients(0.0, (), judged, tuple(v / mid for v in sample), len(sample), c.sigma)
+    new: set[str] = set()
+    for sws, ns in sorted(groups.items(), key=lambda kv: sorted(kv[0])):
+        levels = [score[n] for n in ns if n not in convicted and score.get(n) is not None]
+        if len(levels) < PEERS:
+            continue  # too few of its nodes to say where they read
+        ref = median(levels)
+        mine = Conviction(g, ref, c.sigma, judged, convicted, c.trusted, 1.0, hits, alpha)
+        for n in sorted(ns):
+            if verdicts.get(n) not in ("pass", "retest") or n in convicted:
+                continue
+            partners = [q for q, _w in g.adj[n] if q not in convicted and (score.get(q) or 0) >= c.line
+                        and ((n, q) if n < q else (q, n)) not in bad]
+            vals = [g.value[(n, q) if n < q else (q, n)] for q in partners]
+            if len(vals) < 2:
+                continue
+            est = mine.est(vals)
+            if est >= ref:
+                continue
+            if est >= mine.drain_line(len(kept(vals, c.sigma))) or mine.one_link(vals) or \
+                    not mine.consistent(vals, est):
+                continue
+            if not mine.hit_by_transients(mine.each(n, partners), est):
+                verdicts[n], score[n] = "fail", est * behind[n][1]
+                convicted.add(n)
+                leaning.pop(n, None)
+                new.add(n)
+            elif verdicts[n] == "pass":
+                verdicts[n] = "retest"  # below them by the margin, but the tail may put it there
+                leaning[n] = (0.0, "untested")
     return new
 
 
