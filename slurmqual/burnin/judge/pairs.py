@@ -554,10 +554,11 @@ class Conviction:
         the line (the margin for the mean of its top half), consistently,
         and not something transient hits on a healthy node explain. Hits
         strike measurements, whoever the partner: `each` (default `vals`)
-        are the node's measurements with those partners one by one (a pair
-        measured twice is two), and `explained` more were measured (with
-        suspect partners, low through them) that the question counts as
-        measured, never as the node's lows."""
+        are the node's measurements one by one (a pair measured twice is
+        two; a suspect partner's too, unless that partner reads as low
+        without this node), and `explained` more were measured (with such
+        suspect partners) that the question counts as measured, never as
+        the node's lows."""
         return len(vals) >= 2 and s < self.drain_line(len(kept(vals, self.sigma))) \
             and not self.one_link(vals) \
             and self.consistent(vals, s) and not self.hit_by_transients(each or vals, s, explained)
@@ -639,9 +640,19 @@ class Conviction:
         clean = [(q, v) for q, v in adj[n] if q not in convicted and q not in skip and not self.suspect(q)]
         if len(clean) >= 2:
             vals = [v for _q, v in clean]
-            suspects = sum(len(self.g.repeats[(n, q) if n < q else (q, n)]) for q, _v in adj[n]
-                           if q not in convicted and q not in skip and self.suspect(q))
-            return self.slow_rule(vals, self.est(vals), suspects, self.each(n, [q for q, _v in clean]))
+            # A suspect partner's pair is its low, not this node's, where the
+            # partner reads that low without this node too; else it is one
+            # of the node's lows (a slow node makes its partners suspects).
+            asked, explained = [q for q, _v in clean], 0
+            for q, v in adj[n]:
+                if q in convicted or q in skip or not self.suspect(q):
+                    continue
+                others = [w for r, w in adj[q] if r != n and r not in convicted]
+                if others and v >= self.est(others) * (1 - OUTLIER_Z * self.sigma * math.sqrt(2)):
+                    explained += len(self.g.repeats[(n, q) if n < q else (q, n)])
+                else:
+                    asked.append(q)
+            return self.slow_rule(vals, self.est(vals), explained, self.each(n, asked))
         if len(clean) == 1 and len(adj[n]) - len(skip) >= 2:
             q, v = clean[0]
             every = [w for r, w in adj[n] if r not in skip]
