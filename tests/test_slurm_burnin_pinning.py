@@ -250,7 +250,7 @@ def test_submission_killed_with_sigkill_leaves_no_drain_and_a_clear_way_out(clus
     wait(lambda: glob.glob(os.path.join(run_dir, "results", "task-0.json")) and task0[0] not in squeue(cluster),
          "task 0 to finish on its own", timeout=180)
     a = sq(cluster, "burnin", "analyze", run_dir, "--json")
-    assert a.returncode == 5, a.stderr  # EXIT_UNTESTED: the run ended with nodes untested
+    assert a.returncode == 0, a.stderr  # judged; the untested nodes are listed with their reasons
     result = json.loads(a.stdout)
     assert result["incomplete_tasks"] == ["1", "2"] and result["drain"] == []
     assert {n: result["nodes"][n]["verdict"] for n in ("n3", "n4", "n5", "n6")} == dict.fromkeys(
