@@ -371,6 +371,30 @@ def _links(noise):
     return build
 
 
+def _whole_run(rng, i):
+    """Every test kind a real run combines (whole-node nccl-tests pairs and
+    intra-node runs, per-rail ib_write_bw, gpu_burn and nvbandwidth on 8
+    GPUs per node) on a rail-optimised fleet with its fabric map, and every
+    fault kind in one fleet: a slow rail leaf, NICs at 0.8, GPUs 15% slow,
+    GPU-side slow nodes (0.5-0.85: nccl-tests and the host links), 1-2 slow
+    links, stragglers, transients, failed tests, a dead task; pair noise
+    2-5% (the fleet's shape), GPU run-to-run noise 2%, 3% or 5%."""
+    n, rails = _sized(i)
+    f = runsim.healthy_fleet(rng, n, rails, noise=rng.uniform(0.02, 0.05))
+    f.gpus, f.gpu_noise = 8, rng.choice((0.02, 0.03, 0.05))
+    f.transient, f.failed, f.dead_tasks = max(f.transient, 0.01), 0.005, 1
+    f.switch[rng.choice(sorted(set(f.leaf.values())))] = rng.uniform(0.7, 0.85)
+    k = max(1, round(0.01 * n))
+    gpu_side = rng.sample(f.nodes, k)
+    for x in gpu_side:
+        f.gpu[x] = rng.uniform(0.5, 0.85)
+    nics = runsim.bad_nics(f, rng, k, (0.8, 0.8), avoid=set(gpu_side))
+    for x in rng.sample([x for x in f.nodes if x not in set(gpu_side) | set(nics)], k):
+        f.gpu_slow[(x, rng.randrange(f.gpus))] = 0.85
+    f.flaky = {x: 0.2 for x in rng.sample([x for x in f.nodes if f.healthy(x)], max(1, round(0.015 * n)))}
+    return f, True, runsim.slow_routes(rng.randint(1, 2), (0.5, 0.7))
+
+
 FAMILIES = [
     runsim.Family("slow rail leaf", _rail_leaf),
     runsim.Family("half an SU's leaves slow", _half_su),
@@ -378,6 +402,7 @@ FAMILIES = [
     runsim.Family("NIC at 0.8", _nic),
     runsim.Family("links, 5% noise", _links(0.05), links_target=True),
     runsim.Family("links, 8% noise", _links(0.08)),
+    runsim.Family("whole run, every fault", _whole_run),
 ]
 
 

@@ -48,6 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -56,9 +57,10 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 # The run's own code (the one place this file names modules: a re-layout moves only these lines).
-from slurmqual.burnin.judge import topology  # noqa: E402
+from slurmqual.burnin.judge import gpus as gpujudge, topology  # noqa: E402
+from slurmqual.burnin.read import gpuparse  # noqa: E402
 from slurmqual.burnin.results import rundir  # noqa: E402
-from slurmqual.burnin.run import retest, runner, task  # noqa: E402
+from slurmqual.burnin.run import gputask, retest, runner, task  # noqa: E402
 from slurmqual.config import Config, parse_toml, validate  # noqa: E402
 from slurmqual.slurm.schema.nodes import NodeInfo  # noqa: E402
 
@@ -94,6 +96,15 @@ class Fabric:
     base_pair: float = 370.0
     base_rail: float = 392.0
     base_intra: float = 470.0
+    # GPU tools (the whole-run family): gpu_burn and nvbandwidth on `gpus`
+    # GPUs per node (0: not run), each run's per-GPU number carrying
+    # `gpu_noise` (the fleet's noise shape), a GPU's part-to-part spread
+    # 0.5%; `gpu_slow`: a GPU's compute factor (gpu_burn only). A node slow
+    # on its GPU/host side (`gpu`) reads its host links (nvbandwidth h2d,
+    # d2h) that slow too.
+    gpus: int = 0
+    gpu_noise: float = 0.02
+    gpu_slow: dict[tuple[str, int], float] = field(default_factory=dict)
 
     def end(self, x: str, r: str) -> float:
         """One end of a rail path: the NIC, or the node's network side."""
@@ -130,7 +141,29 @@ class Fabric:
 
     def healthy(self, x: str) -> bool:
         return self.gpu.get(x, 1.0) == 1.0 and self.host.get(x, 1.0) == 1.0 and \
-            all(self.nic.get((x, r), 1.0) == 1.0 for r in self.rails)
+            all(self.nic.get((x, r), 1.0) == 1.0 for r in self.rails) and \
+            all(self.gpu_slow.get((x, g), 1.0) == 1.0 for g in range(self.gpus))
+
+    def gpu_factor(self, x: str, g: int, test: str) -> float:
+        """The true factor of GPU g of x on a per-GPU test (1.0: healthy)."""
+        if test == "burn":
+            return self.gpu_slow.get((x, g), 1.0)
+        if test in ("h2d", "d2h"):
+            return self.gpu.get(x, 1.0)
+        return 1.0
+
+    def gpu_run(self, rng: random.Random, x: str, g: int, test: str) -> float:
+        """One run's number of GPU g of x on `test`, over its base level."""
+        part = 1 + random.Random(f"{x}:{g}:{test}").gauss(0, 0.005)
+        s = self.gpu_noise
+        if self.shape == "student-t":
+            t = rng.gauss(0, 1) / math.sqrt(sum(rng.gauss(0, 1) ** 2 for _ in range(3)) / 3)
+            f = max(0.05, 1 + s / 1.13 * t)
+        elif self.shape == "lognormal":
+            f = math.exp(rng.gauss(-s * s / 2, s))
+        else:
+            f = max(0.05, 1 + s * rng.gauss(0, 1))
+        return self.gpu_factor(x, g, test) * part * f
 
     def map_rows(self) -> list[tuple[str, str, str, str]]:
         """The fabric map as `slurmqual fabric map` writes it: (node, rail, switch, port)."""
@@ -190,7 +223,114 @@ def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool) -> Con
     b = data["burnin"]
     b.update(run_dir=run_dir, topology=map_path, rails=list(fabric.rails) if rails else [],
              max_retest_rounds=MAX_RETEST_ROUNDS)
+    if fabric.gpus:
+        # The fleet's run-to-run GPU noise known (a stored burn-in with
+        # burnin.gpu_runs = "auto", or set by the site): the first round's
+        # runs per tool as runner.gpu_runs sizes them from it.
+        b.update(gpu_tests=list(GPU_TOOLS), gpus_per_node=fabric.gpus,
+                 gpu_runs=gpujudge.runs_needed(fabric.gpu_noise, b["threshold"], fabric.gpus))
     return Config(data, None, "sim")
+
+
+# -- the GPU tools' outputs, as the tools print them ----------------------------------
+
+GPU_TOOLS = ("gpu_burn", "nvbandwidth")
+GPU_MODEL = "NVIDIA H100 80GB HBM3"
+GPU_BASE = {"burn": 350.0, "hbm": 3000.0, "h2d": 55.0, "d2h": 55.0, "nvlink": 390.0}  # TFLOPS, GB/s
+NV_CASES = (("device_local_copy", "hbm", "memcpy local GPU(column) bandwidth (GB/s)"),
+            ("host_to_device_memcpy_ce", "h2d", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)"),
+            ("device_to_host_memcpy_ce", "d2h", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)"),
+            ("device_to_device_memcpy_write_ce", "nvlink", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)"))
+
+
+def gpu_burn_output(fabric: Fabric, x: str, rng: random.Random, records: int = 8) -> str:
+    """gpu_burn's output for one run on every GPU of x (its device lines,
+    carriage-return progress records, the `Tested N GPUs` summary; as in
+    tests/data/real/gpu/gpu_burn_8x_A100_doubles_tc_superbench.log): each
+    GPU's run level with 1% reading jitter per record."""
+    n = fabric.gpus
+    level = [GPU_BASE["burn"] * 1000 * fabric.gpu_run(rng, x, g, "burn") for g in range(n)]
+    out = [f"GPU {g}: {GPU_MODEL} (UUID: GPU-{zlib.crc32(f'{x}:{g}'.encode()):08x}-0000-0000-0000-000000000000)"
+           for g in range(n)]
+    out.append("Burning for 60 seconds.")
+    prog = []
+    for i in range(1, records + 1):
+        procs = " - ".join(f"{i * 500} ({v * (1 + 0.01 * rng.gauss(0, 1)):.0f} Gflop/s)" for v in level)
+        prog.append(f"\r{100 * i / records:.1f}%  proc'd: {procs}   errors: {' - '.join('0' for _ in level)}   "
+                    f"temps: {' - '.join('60 C' for _ in level)} ")
+    out.append("".join(prog))
+    out.append(f"\nTested {n} GPUs:")
+    out += [f"\tGPU {g}: OK" for g in range(n)]
+    return "\n".join(out) + "\n"
+
+
+def nvbandwidth_output(fabric: Fabric, x: str, rng: random.Random) -> str:
+    """nvbandwidth v0.8's text output of the CE testcases gputask runs
+    (`Running NAME.`, the matrix, `SUM NAME X`; device to device N/A on
+    the diagonal), one run on every GPU of x."""
+    n = fabric.gpus
+    out = ["nvbandwidth Version: v0.8", "Built from Git version: v0.8", "", "CUDA Runtime Version: 12060",
+           "CUDA Driver Version: 12060", "Driver Version: 550.127.08", "", x]
+    out += [f"Device {g}: {GPU_MODEL} (00000000:{0x18 + 0x20 * g:02x}:00)" for g in range(n)]
+    out.append("")
+    head = "     " + "".join(f"{g:>10}" for g in range(n))
+    for case, test, desc in NV_CASES:
+        v = [GPU_BASE[test] * fabric.gpu_run(rng, x, g, test) for g in range(n)]
+        if test == "nvlink":
+            rows = [[None if i == j else min(v[i], v[j]) * (1 + 0.005 * rng.gauss(0, 1)) for j in range(n)]
+                    for i in range(n)]
+        else:
+            rows = [v]
+        cells = [[("N/A" if c is None else f"{c:.2f}") for c in r] for r in rows]
+        total = sum(c for r in rows for c in r if c is not None)
+        out += [f"Running {case}.", desc, head]
+        out += [f"{i:>2} " + "".join(f"{c:>10}" for c in r) for i, r in enumerate(cells)]
+        out += ["", f"SUM {case} {total:.2f}", ""]
+    return "\n".join(out) + "\n"
+
+
+def gpu_tool_lines(fabric: Fabric, tool: str, nodes: list[str], task_num: int | None, tag: str,
+                   rng: random.Random) -> list[dict]:
+    """One run of `tool` on every node: its output parsed by the run's own
+    reader (gpuparse.parse) and turned into measurement lines by the task's
+    own code (gputask.lines_of); a failed run (exit code 1) gives ok: false
+    lines for every GPU, as the task writes them."""
+    out: list[dict] = []
+    for x in nodes:
+        log = f"gpu-{tool}-{x}{tag}.log"
+        if rng.random() < fabric.failed:
+            out += gputask.lines_of(tool, x, gpuparse.GpuResult(tool), fabric.gpus, task_num, log, "exit code 1")
+            continue
+        text = gpu_burn_output(fabric, x, rng) if tool == "gpu_burn" else nvbandwidth_output(fabric, x, rng)
+        out += gputask.lines_of(tool, x, gpuparse.parse(text, tool), fabric.gpus, task_num, log)
+    return out
+
+
+def gpu_lines(fabric: Fabric, cfg: dict, run_dir: str, task_id: str, nodes: list[str],
+              rng: random.Random) -> list[dict]:
+    """The GPU tools' lines of one task as task.run_task runs them: the
+    first round every tool `task.first_gpu_runs` times on every node; a
+    retest round the tools its record names (`gpu`, gputask.retest_tools)
+    on those of its nodes, `gpu_retest_runs` times, each line marked with
+    the round."""
+    if not cfg.get("gpu_tests"):
+        return []
+    stage = rundir.stage_of(task_id)
+    tnum = int(task_id) if task_id.isdigit() else None
+    out: list[dict] = []
+    if not stage:
+        runs = task.first_gpu_runs(run_dir)
+        for i in range(runs):
+            for tool in cfg["gpu_tests"]:
+                out += gpu_tool_lines(fabric, tool, nodes, tnum, f"-run{i + 1}" if runs > 1 else "", rng)
+        return out
+    wanted = (rundir.load_stage(run_dir, stage) or {}).get("gpu") or {}
+    mine = {n: tools for n, tools in wanted.items() if n in nodes}
+    for tool in [t for t in gpuparse.TOOL_TESTS if any(t in tools for tools in mine.values())]:
+        these = sorted(n for n, tools in mine.items() if tool in tools)
+        for i in range(cfg.get("gpu_retest_runs", 2)):
+            out += [dict(d, retest=stage) for d in gpu_tool_lines(fabric, tool, these, None, f"-run{i + 1}", rng)]
+    return out
 
 
 def measure_task(fabric: Fabric, cfg: dict, run_dir: str, task_id: str, rng: random.Random,
@@ -202,7 +342,7 @@ def measure_task(fabric: Fabric, cfg: dict, run_dir: str, task_id: str, rng: ran
         return
     nodes = task.planned_group(run_dir, task_id)
     pair_rounds = task.planned_rounds(run_dir, nodes, cfg["rounds"], task_id)
-    out = task_lines(fabric, cfg, task_id, nodes, pair_rounds, rng)
+    out = gpu_lines(fabric, cfg, run_dir, task_id, nodes, rng) + task_lines(fabric, cfg, task_id, nodes, pair_rounds, rng)
     rundir.write_result(run_dir, {"task": task_id, "nodes": nodes, "started": 0, "finished": 0, "complete": True,
                                   "measurements": out, "versions": {}})
 
@@ -245,6 +385,8 @@ class RunResult:
     rounds: int                           # retest rounds submitted
     reruns: int                           # nodes in the retest rounds' task jobs, summed over rounds
     seconds: float
+    fabric: Fabric | None = None          # what was measured (the truth of each GPU test)
+    gpu_reruns: int = 0                   # nodes that ran GPU tools again in the retest rounds, summed
 
 
 def scratch_dir() -> str:
@@ -315,7 +457,7 @@ def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
             measure_task(fabric, cfg, run_dir, str(i), rng, dead=i in dead)
     first = [m for _p, res in rundir.read_results(run_dir)[0] for m in res["measurements"]]
     drained: dict[str, list[str]] = {}  # node -> the NICs named when it was drained
-    stage, reruns, t0 = 0, 0, time.process_time()
+    stage, reruns, gpu_reruns, t0 = 0, 0, 0, time.process_time()
     while True:
         a = analysis_job(config, run_dir, topo, jobs, stage)
         for x in a.drain:
@@ -326,11 +468,12 @@ def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
         stage = nxt["round"]
         record = rundir.load_stage(run_dir, stage)
         reruns += sum(len(g) for g in record["groups"])
+        gpu_reruns += len(record.get("gpu") or {})
         for i in range(len(record["groups"])):
             measure_task(fabric, cfg, run_dir, rundir.task_id(stage, i), rng)
     for x in jobs.reasons:  # drained in Slurm, whichever analysis did it
         drained.setdefault(x, [])
-    return RunResult(a, drained, first, stage, reruns, time.process_time() - t0)
+    return RunResult(a, drained, first, stage, reruns, time.process_time() - t0, fabric, gpu_reruns)
 
 
 def analysis_job(config, run_dir: str, topo, jobs: Jobs, stage: int):
@@ -366,6 +509,7 @@ class Truth:
     must_link: set[tuple]
     guard: bool | None              # True: must trip; False: must not; None: either
     faulty: set[str] = field(default_factory=set)   # a GPU/host/NIC fault (stragglers are not)
+    must_gpu: set[tuple[str, int]] = field(default_factory=set)  # GPUs that must be drained, named (fail)
 
 
 def truth(fabric: Fabric, first: list[dict]) -> Truth:
@@ -400,6 +544,13 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
       clear at sd = noise / sqrt(3) (measured once in the first round and
       again in each of the two retest rounds, as the run's rounds re-measure
       a suspect link);
+    - GPU tools (the whole-run family): a GPU 15% slow or slower on
+      gpu_burn whose first round gave it a number must be drained, its
+      GPU's `burn` verdict `fail` (issue 22 item 4: drained in >= 99% of
+      fleets after the rounds, the first round's runs sized by the fleet's
+      run-to-run noise, as the run sizes them); one more than 2 noise sd
+      below the line never passes; a per-GPU test of a GPU whose true
+      factor on it is 1.0 never fails (judge(), whatever its node);
     - the guard must trip when more clear fails than max(2, 10% of the tested
       nodes), and must not when that many are slow at all."""
     sigma = max(fabric.noise, NOISE_FLOOR)
@@ -459,6 +610,15 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
                      and all(clean_rail(x, q, r) for r in fabric.rails)]
             if clear(g, len(clean)):
                 must_fail.add(x)
+    gpu_tested = {(m["nodes"][0], m["gpu"]) for m in first
+                  if "gpu" in m and m["test"] == "burn" and m["ok"] and m.get("value") is not None}
+    must_gpu = set()
+    for (x, g), f in fabric.gpu_slow.items():
+        if f < THRESHOLD - 2 * max(fabric.gpu_noise, NOISE_FLOOR):
+            never_pass.add(x)
+        if f <= 0.85 + 1e-9 and (x, g) in gpu_tested:
+            must_gpu.add((x, g))
+            must_fail.add(x)
     nodes_under: dict[str, int] = {}
     for (x, _r), sw in fabric.leaf.items():
         if x in tested:
@@ -481,7 +641,11 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     slow_any = set(fabric.nodes) - healthy
     guard = True if len(must_fail) > cap else False if len(slow_any) <= cap else None
     return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard,
-                 {x for x in fabric.nodes if not fabric.healthy(x)})
+                 {x for x in fabric.nodes if not fabric.healthy(x)}, must_gpu)
+
+
+def fabric_factor(run: "RunResult", x: str, g: int, test: str) -> float:
+    return run.fabric.gpu_factor(x, g, test) if run.fabric is not None else 1.0
 
 
 def seen_end(fabric: Fabric, x: str, r: str, sigma: float) -> float:
@@ -529,13 +693,23 @@ def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:
         why.append(f"healthy switch named {sorted(switches - t.slow_switches)}")
     if found_links != t.must_link:
         why.append(f"link not found {[(sorted(p), r) for p, r in t.must_link - found_links][:3]}")
+    gpu_verdict = {(x, int(g), test): e["verdict"] for x, v in a.nodes.items()
+                   for g, tests in (v.get("gpus") or {}).items() for test, e in tests.items()}
+    gpu_named = {(x, g) for (x, g) in t.must_gpu if gpu_verdict.get((x, g, "burn")) == "fail"}
+    if t.guard is not True and not a.guard_tripped and gpu_named != t.must_gpu:
+        why.append(f"GPU not named {sorted(t.must_gpu - gpu_named)[:4]}")
+    bad_gpus = sorted((x, g, test) for (x, g, test), v in gpu_verdict.items()
+                      if v == "fail" and fabric_factor(run, x, g, test) == 1.0)
+    if bad_gpus:
+        why.append(f"healthy GPU failed {bad_gpus[:4]} ({len(bad_gpus)})")
     if a.retest and not a.retest.get("final", True):
         why.append("run not decided")
     return {"right": not why, "why": why, "false": len(false), "nic_truth": len(t.must_nic),
+            "gpu_truth": len(t.must_gpu), "gpu_found": len(gpu_named), "gpu_false": len(bad_gpus),
             "nic_found": len(t.must_nic & named), "sw_truth": len(t.must_switch),
             "sw_found": len(t.must_switch & switches), "link_truth": len(t.must_link),
             "link_found": len(found_links), "noise_links": len(noise_links), "rounds": run.rounds,
-            "reruns": run.reruns, "nodes": len(t.healthy) + len(set(a.nodes) - t.healthy),
+            "reruns": run.reruns, "gpu_reruns": run.gpu_reruns, "nodes": len(t.healthy) + len(set(a.nodes) - t.healthy),
             "slow": len(t.faulty), "slow_drained": len(drained & t.faulty),
             "open": sum(1 for x in t.healthy if verdict.get(x) in ("untested", "retest")), "healthy": len(t.healthy)}
 
@@ -567,13 +741,15 @@ def lower_bound(right: int, runs: int, confidence: float = CONFIDENCE) -> float:
 def new_row() -> dict:
     return {"runs": 0, "right": 0, "false": 0, "nic_truth": 0, "nic_found": 0, "sw_truth": 0, "sw_found": 0,
             "link_truth": 0, "link_found": 0, "noise_links": 0, "rounds": 0, "max_rounds": 0, "reruns": 0,
-            "node_total": 0, "links_target": False, "slow": 0, "slow_drained": 0, "cpu": 0.0, "open": 0, "healthy": 0}
+            "node_total": 0, "links_target": False, "slow": 0, "slow_drained": 0, "cpu": 0.0, "open": 0, "healthy": 0,
+            "gpu_truth": 0, "gpu_found": 0, "gpu_false": 0, "gpu_reruns": 0}
 
 
 def add(row: dict, r: dict, links_target: bool) -> None:
     row["runs"] += 1
     for k in ("right", "false", "nic_truth", "nic_found", "sw_truth", "sw_found", "link_truth", "link_found",
-              "noise_links", "rounds", "reruns", "slow", "slow_drained", "open", "healthy"):
+              "noise_links", "rounds", "reruns", "slow", "slow_drained", "open", "healthy", "gpu_truth", "gpu_found",
+              "gpu_false", "gpu_reruns"):
         row[k] += r[k]
     row["node_total"] += r["nodes"]
     row["max_rounds"] = max(row["max_rounds"], r["rounds"])
@@ -586,14 +762,15 @@ def table(rows: dict[str, dict], title: str) -> bool:
     that many scenarios support it)."""
     print(f"\n{title}")
     print("targets: >= 99% right, 0 healthy nodes drained, NIC named >= 95%, switch named >= 95%, "
-          "links found >= 95% at 5% noise (right >=: the one-sided "
+          "GPU named >= 99% (GPU: GPUs 15% slow with a `fail` verdict; GPU rerun: nodes that ran their GPU tools "
+          "again in the rounds), links found >= 95% at 5% noise (right >=: the one-sided "
           f"{CONFIDENCE:.0%} Clopper-Pearson lower bound; nodes rerun: node-jobs in retest rounds, share of the "
           "nodes; slow drained: nodes with any fault drained, clear or not; CPU/scen.: this process' CPU "
           "seconds per scenario, harness and analysis; healthy open: healthy nodes the final analysis leaves untested "
           "or retest, share of the healthy nodes: not a wrong answer, not in service either)")
     print(f"{'family':<24} {'scen.':>5} {'right':>7} {'right >=':>8} {'healthy drained':>15} {'NIC named':>10} "
-          f"{'switch named':>12} {'links found':>11} {'noise links':>11} {'rounds avg/max':>14} "
-          f"{'nodes rerun':>16} {'slow drained':>12} {'healthy open':>13} {'CPU/scen.':>9}")
+          f"{'switch named':>12} {'GPU named':>9} {'links found':>11} {'noise links':>11} {'rounds avg/max':>14} "
+          f"{'nodes rerun':>16} {'GPU rerun':>12} {'slow drained':>12} {'healthy open':>13} {'CPU/scen.':>9}")
     ok = True
     pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
     for name, f in rows.items():
@@ -603,13 +780,15 @@ def table(rows: dict[str, dict], title: str) -> bool:
         nic = f["nic_found"] / f["nic_truth"] if f["nic_truth"] else None
         sw = f["sw_found"] / f["sw_truth"] if f["sw_truth"] else None
         link = f["link_found"] / f["link_truth"] if f["link_truth"] else None
+        gpu = f["gpu_found"] / f["gpu_truth"] if f["gpu_truth"] else None
         met = right >= 0.99 and f["false"] == 0 and (nic is None or nic >= 0.95) and (sw is None or sw >= 0.95) \
-            and (link is None or not f["links_target"] or link >= 0.95)
+            and (link is None or not f["links_target"] or link >= 0.95) and (gpu is None or gpu >= 0.99)
         ok &= met
         rerun = f"{f['reruns']} ({f['reruns'] / max(f['node_total'], 1):.1%})"
         print(f"{name:<24} {f['runs']:>5} {right:>7.1%} {lower_bound(f['right'], f['runs']):>8.1%} {f['false']:>15} "
-              f"{pct(nic):>10} {pct(sw):>12} {pct(link):>11} {f['noise_links']:>11} "
+              f"{pct(nic):>10} {pct(sw):>12} {pct(gpu):>9} {pct(link):>11} {f['noise_links']:>11} "
               f"{f['rounds'] / f['runs']:>9.2f}/{f['max_rounds']:<4} {rerun:>16} "
+              f"{str(f['gpu_reruns']) + ' (' + format(f['gpu_reruns'] / max(f['node_total'], 1), '.1%') + ')':>12} "
               f"{pct(f['slow_drained'] / f['slow'] if f['slow'] else None):>12} "
               f"{str(f['open']) + ' (' + format(f['open'] / max(f['healthy'], 1), '.1%') + ')':>13} "
               f"{f['cpu'] / f['runs']:>8.2f}s  "
