@@ -1,6 +1,6 @@
 """The intra-node key under heavy tails (issue 22): one node per reading, so
 a node's low runs are judged against the fleet's own tail of healthy runs
-(analyze._intra_tail: the runs of nodes whose other runs are fine), the way
+(pairs.runs_tail: the runs of nodes whose other runs are fine), the way
 pair keys are (pairs.transients). Readings come from the issue 22 generator
 (bench/runsim.py: student-t(3) and gaussian noise, a GPU-side slow node),
 played the way a run does: a first run of every node, a retest run of every

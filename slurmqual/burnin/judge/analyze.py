@@ -48,7 +48,7 @@ from statistics import median
 
 from ..records import Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
-from .pairs import MODEL_SAFETY, KeyResult, Pool, Transients, _r, judge_pairs, link_values, pool_tails
+from .pairs import MODEL_SAFETY, KeyResult, Pool, _r, judge_pairs, link_values, pool_tails, runs_tail
 from .plan import RoundState, to_remeasure
 
 # On a node slow on every rail, a NIC below this share of the node's own
@@ -162,7 +162,7 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
     # Nor do two, when the fleet's own tail puts runs that low on some
     # healthy node by chance (student-t at 5%: a healthy node's two runs at
     # 0.67 and 0.71 of the median drained it): then it asks for another.
-    tail = _intra_tail(per, line, fleet, sigma)
+    tail = runs_tail(per, line, fleet, sigma)
     limit = p.alpha / MODEL_SAFETY
 
     def slow(n: str) -> bool:
@@ -180,28 +180,6 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
                for n, v in verdicts.items() if v == "retest"}
     return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(v) for n, v in value.items()},
                      info={"measured": len(ms), "drain_line": round(drain, 3)}, leaning=leaning)
-
-
-def _intra_tail(per: dict[str, list[float]], line: float, fleet: float, sigma: float) -> Transients:
-    """The low tail of an intra key's healthy runs, as pairs.transients
-    takes a pair key's: a run is in the sample when every other run of its
-    node is at or above the line (a node whose retest came back fine: its
-    low first run was the fleet's tail), or it is its node's only run and
-    at or above the line. Chosen by the node's other runs, never by the
-    run's own value; a node low on two runs (slow, or the one asked about)
-    is out. Ratios to the fleet level."""
-    total, tail = 0, []
-    for vs in per.values():
-        below = sum(1 for v in vs if v < line)
-        for v in vs:
-            low = v < line
-            if below - low or (low and len(vs) == 1):
-                continue
-            total += 1
-            if low:
-                tail.append(v / fleet)
-    tail.sort()
-    return Transients(0.0, (), len(per), tail=tuple(tail), total=total, sigma=sigma)
 
 
 def _at_reference(ms: list[Measurement], ref: int, problems: list[str]) -> list[Measurement]:

@@ -16,7 +16,10 @@ the line and below where noise puts a healthy GPU: the margin is measured
 from the healthy level (the median), sized for that noise, the number of
 runs and the number of GPUs (noise.z_score), so a GPU 15% slow is drained
 after the rounds even where the fleet reads a few percent apart (measured
-down from the line, the margin left it undecided). Any compare error the compute tool counted fails the GPU at
+down from the line, the margin left it undecided), and only when the fleet's own
+tail of healthy runs (pairs.runs_tail: the low runs of GPUs whose other runs
+are fine) does not put runs that low on some GPU by chance: heavy-tailed runs
+(student-t) otherwise drain healthy GPUs. Any compare error the compute tool counted fails the GPU at
 once (silent data corruption needs no median). A GPU without a usable number
 is a test error: untested, never slow.
 
@@ -114,7 +117,7 @@ class GpuJudgement:
 def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor: float,
           level: dict[str, float] | None = None) -> GpuJudgement:
     from .noise import NORMAL, drain_line, robust_noise, upper_median, z_score
-    from .pairs import _r
+    from .pairs import _r, runs_tail
 
     problems: list[str] = []
     per: dict[str, dict[tuple[str, int], list[GpuMeasurement]]] = {}
@@ -170,6 +173,19 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
                              for xs in by_gpu.values())
         first_k = max(1, counts_runs[len(counts_runs) // 2]) if counts_runs else 1
         retest_line, _catch = first_round_lines(fleet, threshold, sigma, first_k, per_node)
+        # The fleet's own tail of healthy runs (a GPU whose other runs are
+        # fine: its low run was the tail), as the intra-node key takes it:
+        # runs below the drain line drain a GPU only when that tail does not
+        # put runs that low on some GPU of the fleet by chance. A heavy-tailed
+        # fleet (student-t runs at 2-5%) drained a healthy GPU whose first run
+        # read 0.77 and one of two repeats 0.86: the gaussian margin said never.
+        tail = runs_tail({g: [x.value for x in xs if x.value is not None] for g, xs in by_gpu.items()},
+                         line, fleet, sigma) if fleet else None
+        limit = alpha / DRAIN_SPLIT
+
+        def beyond_tail(runs: list[float]) -> bool:
+            low = sorted(r / fleet for r in runs if r < line)
+            return tail is None or tail.chance_low(low, len(runs), limit) < limit
         counts = dict.fromkeys(rank, 0)
         for g, xs in by_gpu.items():
             errors = max((x.errors or 0) for x in xs)
@@ -183,7 +199,7 @@ def judge(ms: list[GpuMeasurement], threshold: float, alpha: float, noise_floor:
                 verdict, why = "fail", f"{errors} compare errors (silent data corruption)"
             elif v is None:
                 verdict, why = "untested", "no usable number"
-            elif k >= MIN_RUNS and retested and upper_median(runs) < drains[k]:
+            elif k >= MIN_RUNS and retested and upper_median(runs) < drains[k] and beyond_tail(runs):
                 verdict, why = "fail", f"{v:.4g} {xs[0].unit} < {threshold:.0%} of median {fleet:.4g}" + (
                     f" (median of {len(runs)} runs)" if len(runs) > 1 else "")
             elif not retested and v < retest_line or retested and v < line:

@@ -417,6 +417,29 @@ class Transients:
         return min(1.0, m * total / n)
 
 
+def runs_tail(per: dict, line: float, fleet: float, sigma: float) -> Transients:
+    """The low tail of a single-node key's healthy runs (intra-node runs per
+    node, a GPU test's runs per GPU), as `transients` takes a pair key's: a
+    run is in the sample when every other run of its item is at or above
+    the line (an item whose retest came back fine: its low first run was
+    the fleet's tail), or it is its item's only run and at or above the
+    line. Chosen by the item's other runs, never by the run's own value; an
+    item low on two runs (slow, or the one asked about) is out. Ratios to
+    the fleet level."""
+    total, tail = 0, []
+    for vs in per.values():
+        below = sum(1 for v in vs if v < line)
+        for v in vs:
+            low = v < line
+            if below - low or (low and len(vs) == 1):
+                continue
+            total += 1
+            if low:
+                tail.append(v / fleet)
+    tail.sort()
+    return Transients(0.0, (), len(per), tail=tuple(tail), total=total, sigma=sigma)
+
+
 def transients(g: PairGraph, score: dict, convicted: set[str], line: float, level: float,
                sigma: float) -> Transients:
     """The fleet's healthy pairs and their low tail.
