@@ -29,6 +29,7 @@ from operator import itemgetter
 from statistics import median
 from typing import TYPE_CHECKING, Collection, Iterable
 
+from .plan import LINK_VALUES
 from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
 
 if TYPE_CHECKING:
@@ -50,6 +51,10 @@ OUTLIER_Z = 3.0  # a node's lowest pair this many pair-difference sds below its 
 # partners in each of two retest rounds, less one for a dead task or a link.
 BOUND_PAIRS = 6
 PEERS = 3  # nodes behind the same slow switches before their level is a reference (judge_behind)
+# Healthy links per key that a value within the one-measurement margin but
+# below this many's gaussian cut sends to be measured again (`suspect_links`):
+# a slow route the rounds' three values would settle reads there on its one.
+AGAIN_HEALTHY = 1.0
 
 
 @dataclass
@@ -856,8 +861,12 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     links, clear, again = [], [], []
     z_clear = one_sided_z(alpha / MODEL_SAFETY, len(g.value))
     z_link = one_sided_z(alpha, len(g.value))
+    # Where the gaussian bulk puts AGAIN_HEALTHY of the key's healthy
+    # links: below it (and within the margin), a value is measured again.
+    z_again = one_sided_z(AGAIN_HEALTHY, len(g.value))
     healthy = level or line
     repeated = sum(1 for vs in g.repeats.values() if len(vs) > 1)
+    z_repeat = one_sided_z(alpha, repeated)
     # Clearly low pairs (4 noise sds under the healthy level) between nodes
     # each fine with another partner: hits or cables. A single value is
     # not unique where the fleet shows another such pair away from its
@@ -886,10 +895,24 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             # again (it is a test of those few, not of the fleet: against
             # the fleet's margin a route at 0.61 at 8% noise was missed one
             # time in three).
-            if max(vs) >= line or min(vs) >= healthy * (1 - z_link * sigma):
+            if max(vs) >= line:
                 continue
-            v, z, r_eff = max(vs), one_sided_z(alpha, repeated), 1
-        if v >= line or v >= healthy * (1 - z * sigma / math.sqrt(r_eff)):
+            if min(vs) >= healthy * (1 - z_link * sigma) or max(vs) >= healthy * (1 - z_repeat * sigma):
+                # Slow twice, neither value past its margin: a third settles it.
+                if _ends_below(g, a, b, sum(vs) / 2, convicted, line, 1 - z_again * sigma / math.sqrt(2)):
+                    again.append([a, b])
+                continue
+            v, z, r_eff = max(vs), z_repeat, 1
+        if v >= line:
+            continue
+        if v >= healthy * (1 - z * sigma / math.sqrt(r_eff)):
+            # Within one value's margin: a slow route (0.6 at 8% noise reads
+            # 0.65-0.75 a third of the time) or a healthy pair's low draw.
+            # Below where the bulk puts one healthy pair of the key, it is
+            # measured again (the link and its ends with new partners);
+            # the repeats decide.
+            if r == 1 and _ends_below(g, a, b, v, convicted, line, 1 - z_again * sigma):
+                again.append([a, b])
             continue
         explained = False
         if hits is not None and hits.described and level:
@@ -907,8 +930,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
         # above the line), and the link is clearly below what those fine
         # pairs read (a node a little slow, at 0.88, with one pair above the
         # line by noise would otherwise have its other pairs named as links).
-        ends = [_fine_level(g, x, y, convicted, line) for x, y in ((a, b), (b, a))]
-        if all(e is not None and v < e * (1 - z * sigma / math.sqrt(r_eff)) for e in ends):
+        if _ends_below(g, a, b, v, convicted, line, 1 - z * sigma / math.sqrt(r_eff)):
             if explained:
                 again.append([a, b])
                 continue
@@ -916,7 +938,21 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             away = len(low_pairs) - low_at.get(a, 0) - low_at.get(b, 0) + ((a, b) in low_pairs)
             if r >= 2 or (v < healthy * (1 - z_clear * sigma) and away <= 0):
                 clear.append([a, b])
+        elif r < LINK_VALUES and _ends_below(g, a, b, sum(vs) / r, convicted, line,
+                                             1 - z_again * sigma / math.sqrt(r)):
+            # Past the fleet's margin but within its ends' (a healthy end at
+            # 0.95 asks a route to read under 0.61 at 8% noise): measured again.
+            again.append([a, b])
     return sorted(links), sorted(clear), sorted(again)
+
+
+def _ends_below(g: PairGraph, a: str, b: str, v: float, convicted: set[str], line: float, factor: float) -> bool:
+    """Both ends fine elsewhere (`_fine_level`) and `v` below `factor` of each one's level there."""
+    for x, y in ((a, b), (b, a)):
+        e = _fine_level(g, x, y, convicted, line)
+        if e is None or v >= e * factor:
+            return False
+    return True
 
 
 def _fine_level(g: PairGraph, n: str, other: str, convicted: set[str], line: float) -> float | None:

@@ -18,6 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+# The most values a run gives one link: the first round's and one per retest
+# round (a link within one value's margin is measured again, and slow twice
+# within the margins a third time: pairs.suspect_links' `again`).
+LINK_VALUES = 3
+
 Pair = tuple[str, str]
 
 
@@ -297,8 +302,9 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     `retest_plan`, printed by `burnin analyze --json`, is what the run's
     analysis job submits). Each `retest` node, each node failing its
     whole-node key with a rail `retest` (rail_suspects) and the ends that do
-    not pass of each suspect link measured only once (`repeats`: times a
-    pair was measured on one key; `to_remeasure`: not settled already) meet
+    not pass of each suspect link measured fewer than LINK_VALUES times
+    (`repeats`: times a pair was measured on one key; `to_remeasure`: not
+    settled already: a link slow twice within the margins gets its third) meet
     `state.partners` proven-good nodes (`pass`, or `trusted`
     references) they have not `met`, under switches they have not met where
     there are some; each such link is measured once more, in a round of its
@@ -309,7 +315,7 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     st = state or RoundState()
     out_of = set(st.unavailable) | {n for n, d in st.decided.items() if not d.get("held")}
     links = [(a, b) for a, b, *_rail in suspect_links
-             if (repeats or {}).get(frozenset((a, b)), 1) < 2 and not {a, b} & out_of]
+             if (repeats or {}).get(frozenset((a, b)), 1) < LINK_VALUES and not {a, b} & out_of]
     links = list(dict.fromkeys(tuple(sorted(p)) for p in links))
     # An end of a link that passes is fine with its other partners: new
     # partners would tell nothing the link's own repeat does not (they
