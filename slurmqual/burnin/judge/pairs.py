@@ -867,6 +867,9 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     healthy = level or line
     repeated = sum(1 for vs in g.repeats.values() if len(vs) > 1)
     z_repeat = one_sided_z(alpha, repeated)
+    # An end of a link measured again is fine elsewhere: a pair of it at or
+    # above the line and no lower than a healthy pair reads at alpha.
+    end_cut = max(line, healthy * (1 - one_sided_z(alpha, 1) * sigma))
     # Clearly low pairs (4 noise sds under the healthy level) between nodes
     # each fine with another partner: hits or cables. A single value is
     # not unique where the fleet shows another such pair away from its
@@ -899,7 +902,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
                 continue
             if min(vs) >= healthy * (1 - z_link * sigma) or max(vs) >= healthy * (1 - z_repeat * sigma):
                 # Slow twice, neither value past its margin: a third settles it.
-                if _ends_below(g, a, b, sum(vs) / 2, convicted, line, 1 - z_again * sigma / math.sqrt(2)):
+                if _ends_below(g, a, b, sum(vs) / 2, convicted, end_cut, 1 - z_again * sigma / math.sqrt(2)):
                     again.append([a, b])
                 continue
             v, z, r_eff = max(vs), z_repeat, 1
@@ -911,7 +914,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             # Below where the bulk puts one healthy pair of the key, it is
             # measured again (the link and its ends with new partners);
             # the repeats decide.
-            if r == 1 and _ends_below(g, a, b, v, convicted, line, 1 - z_again * sigma):
+            if r == 1 and _ends_below(g, a, b, v, convicted, end_cut, 1 - z_again * sigma):
                 again.append([a, b])
             continue
         explained = False
@@ -930,7 +933,8 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
         # above the line), and the link is clearly below what those fine
         # pairs read (a node a little slow, at 0.88, with one pair above the
         # line by noise would otherwise have its other pairs named as links).
-        if _ends_below(g, a, b, v, convicted, line, 1 - z * sigma / math.sqrt(r_eff)):
+        ends = [_fine_level(g, x, y, convicted, line) for x, y in ((a, b), (b, a))]
+        if all(e is not None and v < e * (1 - z * sigma / math.sqrt(r_eff)) for e in ends):
             if explained:
                 again.append([a, b])
                 continue
@@ -938,7 +942,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             away = len(low_pairs) - low_at.get(a, 0) - low_at.get(b, 0) + ((a, b) in low_pairs)
             if r >= 2 or (v < healthy * (1 - z_clear * sigma) and away <= 0):
                 clear.append([a, b])
-        elif r < LINK_VALUES and _ends_below(g, a, b, sum(vs) / r, convicted, line,
+        elif r < LINK_VALUES and _ends_below(g, a, b, sum(vs) / r, convicted, end_cut,
                                              1 - z_again * sigma / math.sqrt(r)):
             # Past the fleet's margin but within its ends' (a healthy end at
             # 0.95 asks a route to read under 0.61 at 8% noise): measured again.
@@ -946,10 +950,15 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     return sorted(links), sorted(clear), sorted(again)
 
 
-def _ends_below(g: PairGraph, a: str, b: str, v: float, convicted: set[str], line: float, factor: float) -> bool:
-    """Both ends fine elsewhere (`_fine_level`) and `v` below `factor` of each one's level there."""
+def _ends_below(g: PairGraph, a: str, b: str, v: float, convicted: set[str], cut: float, factor: float) -> bool:
+    """Both ends fine elsewhere and `v` below `factor` of each one's level
+    there (`_fine_level` at `cut`: the mean of its other pairs at or above
+    it). `cut` is the line, or a healthy pair's reading less `z_end` of
+    its sds where that is higher: at 3% noise a node at 0.87 has a pair
+    above the line now and then, and its lowest pair is its own, not a
+    link's; at 8% a healthy end's pairs read below the line one time in ten."""
     for x, y in ((a, b), (b, a)):
-        e = _fine_level(g, x, y, convicted, line)
+        e = _fine_level(g, x, y, convicted, cut)
         if e is None or v >= e * factor:
             return False
     return True
