@@ -484,12 +484,13 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                     graphs[key] = link_values(by_key[key])
             pool = pool_tails((graphs[k] for k in keys), p)
             pools.update(dict.fromkeys(keys, pool))
+    run_values = sum(len(ms) for key, ms in by_key.items() if split_key(key)[1] in ("pair", "rail"))
     for key, ms in sorted(by_key.items()):
         _test, topo, nic = split_key(key)
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
             results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key),
-                                       pools.get(key), behind_of.get(key))
+                                       pools.get(key), behind_of.get(key), run_values)
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
                 results[key].clear = [[a, b, nic] for a, b in results[key].clear]

@@ -832,7 +832,7 @@ def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", trusted: froz
 
 
 def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float,
-                  hits: Transients | None = None, level: float = 0.0
+                  hits: Transients | None = None, level: float = 0.0, run_values: int = 0
                   ) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
     """Links below the line and clearly below the healthy level `level` (the
     margin measured from where a healthy pair reads, not down from the
@@ -861,9 +861,12 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     links, clear, again = [], [], []
     z_clear = one_sided_z(alpha / MODEL_SAFETY, len(g.value))
     z_link = one_sided_z(alpha, len(g.value))
-    # Where the gaussian bulk puts AGAIN_HEALTHY of the key's healthy
-    # links: below it (and within the margin), a value is measured again.
-    z_again = one_sided_z(AGAIN_HEALTHY, len(g.value))
+    # Where the gaussian bulk puts AGAIN_HEALTHY healthy links of the run
+    # (`run_values`: the pair values of all its pair and rail keys; a run
+    # with eight rail keys and a whole-node key measures no more healthy
+    # links again than one with a whole-node key): below it (and within
+    # the margin), a value is measured again.
+    z_again = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value)))
     healthy = level or line
     repeated = sum(1 for vs in g.repeats.values() if len(vs) > 1)
     z_repeat = one_sided_z(alpha, repeated)
@@ -974,7 +977,8 @@ def _fine_level(g: PairGraph, n: str, other: str, convicted: set[str], line: flo
 def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | None = None,
                 trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None,
                 through: dict[str, dict[str, float]] | None = None, pool: Pool | None = None,
-                behind: dict[str, tuple[frozenset[str], float]] | None = None) -> KeyResult:
+                behind: dict[str, tuple[frozenset[str], float]] | None = None,
+                run_values: int = 0) -> KeyResult:
     """`level`: the fleet median to judge against when this run is not a fleet
     (a requalify: a few swapped nodes and their `trusted` reference nodes).
     `graph`: `link_values(ms)` when the caller has it already. `through`:
@@ -984,7 +988,9 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
     `pool`: the tail of the run's keys of this test and kind (`pool_tails`).
     `behind`: node -> the switches slow below the line it sits behind on
     this key (divided out of its pairs) and their lowest factor: judged
-    against those switches' own nodes too (`judge_behind`)."""
+    against those switches' own nodes too (`judge_behind`).
+    `run_values`: the pair measurements of every pair and rail key of the
+    run (how many healthy links `suspect_links` may measure again)."""
     g = graph if graph is not None else link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
@@ -1026,7 +1032,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
         else:
             verdicts[n] = "pass"
     leaning = retest_leaning(g, verdicts, convicted, judge)
-    links, clear, again = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet)
+    links, clear, again = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet, run_values)
     bad = {(a, b) for a, b in links}
     # A suspect link is the route's fault, not its ends': an end below the
     # line only through it (every other pair, two at least, at or above the
