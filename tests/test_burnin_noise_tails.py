@@ -155,14 +155,12 @@ def test_a_route_measured_twice_is_judged_on_both_values(seed):
     assert [a, b] in r.links and [a, b] in r.clear
 
 
-@pytest.mark.parametrize("seed", [7, 17])
+@pytest.mark.parametrize("seed", [1, 7])
 def test_links_not_settled_when_the_rounds_end_are_not_named(seed):
     # A whole run (bench/runsim.py: submit, tasks, analysis jobs, retest
     # rounds) of 128 nodes x 4 rails at 8% noise with 1-3 slow routes: a
     # noise pair first measured in the last round, or slow once within the
-    # fleet's noise, was named as a cable to replace. (Seeds whose runs end
-    # with links unsettled: seed 1's settle since a link within one value's
-    # margin is measured up to three times.)
+    # fleet's noise, was named as a cable to replace.
     from slurmqual.burnin.judge.plan import to_remeasure
 
     rng = random.Random(seed)
