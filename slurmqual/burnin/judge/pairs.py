@@ -1291,11 +1291,16 @@ def judge_behind(g: PairGraph, behind: dict[str, tuple[frozenset[str], float]], 
         if len(levels) < PEERS:
             continue  # too few of its nodes to say where they read
         ref = median(levels)
+        fine = max(c.line, ref * (1 - c.sigma))
         mine = Conviction(g, ref, c.sigma, judged, convicted, c.trusted, 1.0, hits, alpha)
         for n in sorted(ns):
             if verdicts.get(n) not in ("pass", "retest") or n in convicted:
                 continue
-            partners = [q for q, _w in g.adj[n] if q not in convicted and (score.get(q) or 0) >= c.line
+            # A pair reads its slower end: only partners at the switch's
+            # nodes' level (within one noise sd) show this node's (a partner
+            # at 0.965 of it, a NIC fault, and two pairs at 0.954-0.967 of a
+            # student-t fleet drained a healthy node).
+            partners = [q for q, _w in g.adj[n] if q not in convicted and (score.get(q) or 0) >= fine
                         and ((n, q) if n < q else (q, n)) not in bad]
             vals = [g.value[(n, q) if n < q else (q, n)] for q in partners]
             if len(vals) < 2:
