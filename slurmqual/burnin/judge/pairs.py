@@ -1317,7 +1317,10 @@ def judge_behind(g: PairGraph, behind: dict[str, tuple[frozenset[str], float]], 
                 leaning.pop(n, None)
                 new.add(n)
             elif verdicts[n] == "pass":
-                verdicts[n] = "retest"  # below them by the margin, but the tail may put it there
+                # Below them by the margin, but the tail may put it there: its
+                # next partners decide; its score is the level it read, so a
+                # node failing its whole-node key names this NIC (name_nics).
+                verdicts[n], score[n] = "retest", est * behind[n][1]
                 leaning[n] = (0.0, "untested")
     return new
 
