@@ -490,7 +490,8 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
             results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key),
-                                       pools.get(key), behind_of.get(key), run_values)
+                                       pools.get(key), behind_of.get(key), run_values,
+                                       topo == "pair")
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
                 results[key].clear = [[a, b, nic] for a, b in results[key].clear]

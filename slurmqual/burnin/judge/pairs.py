@@ -832,7 +832,8 @@ def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", trusted: froz
 
 
 def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, alpha: float,
-                  hits: Transients | None = None, level: float = 0.0, run_values: int = 0
+                  hits: Transients | None = None, level: float = 0.0, run_values: int = 0,
+                  within: bool = True
                   ) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
     """Links below the line and clearly below the healthy level `level` (the
     margin measured from where a healthy pair reads, not down from the
@@ -865,8 +866,13 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     # (`run_values`: the pair values of all its pair and rail keys; a run
     # with eight rail keys and a whole-node key measures no more healthy
     # links again than one with a whole-node key): below it (and within
-    # the margin), a value is measured again.
-    z_again = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value)))
+    # the margin), a value is measured again. Not on a rail key of a run
+    # (`within` False): a route gating its pair shows on the run's
+    # whole-node key too, whose repeat measures the pair on every key; a
+    # rail key's own repeats, most of them transient hits, left medians of
+    # a hit and a fine value in healthy NICs' levels (two drained in 100
+    # per-rail fleets at 5% noise).
+    z_again = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value))) if within else math.inf
     healthy = level or line
     repeated = sum(1 for vs in g.repeats.values() if len(vs) > 1)
     z_repeat = one_sided_z(alpha, repeated)
@@ -983,7 +989,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
                 trusted: frozenset[str] = frozenset(), graph: PairGraph | None = None,
                 through: dict[str, dict[str, float]] | None = None, pool: Pool | None = None,
                 behind: dict[str, tuple[frozenset[str], float]] | None = None,
-                run_values: int = 0) -> KeyResult:
+                run_values: int = 0, within: bool = True) -> KeyResult:
     """`level`: the fleet median to judge against when this run is not a fleet
     (a requalify: a few swapped nodes and their `trusted` reference nodes).
     `graph`: `link_values(ms)` when the caller has it already. `through`:
@@ -995,7 +1001,8 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
     this key (divided out of its pairs) and their lowest factor: judged
     against those switches' own nodes too (`judge_behind`).
     `run_values`: the pair measurements of every pair and rail key of the
-    run (how many healthy links `suspect_links` may measure again)."""
+    run (how many healthy links `suspect_links` may measure again); `within`:
+    whether a link within one value's margin is measured again (not on rail keys)."""
     g = graph if graph is not None else link_values(ms)
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
@@ -1037,7 +1044,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
         else:
             verdicts[n] = "pass"
     leaning = retest_leaning(g, verdicts, convicted, judge)
-    links, clear, again = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet, run_values)
+    links, clear, again = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet, run_values, within)
     bad = {(a, b) for a, b in links}
     # A suspect link is the route's fault, not its ends': an end below the
     # line only through it (every other pair, two at least, at or above the
