@@ -105,16 +105,35 @@ def top_half(values: list[float]) -> list[float]:
 def kept(values: list[float], sigma: float | None = None) -> list[float]:
     """The pairs a node's level is estimated from. Without a noise scale:
     the top half (up to half, less one, may be transient hits). With one:
-    every pair within 4.5 pair-difference sds of the node's best, so a node
+    every pair within 4.5 pair-difference sds of its best (`upper_reference`:
+    one pair far above the rest is no reference), so a node
     with clean pairs uses them all (no upward bias from keeping only the
     top ones, and the margin shrinks with every pair); hits far below are
     left out. When more than half would be left out, the pairs disagree:
     the top half then."""
     if sigma is None:
         return top_half(values)
-    band = max(values) * (1 - 4.5 * sigma * math.sqrt(2))
+    band = upper_reference(values) * (1 - 4.5 * sigma * math.sqrt(2))
     use = [v for v in values if v >= band]
     return use if len(use) >= len(values) // 2 + 1 else top_half(values)
+
+
+def upper_reference(values: list[float]) -> float:
+    """Where a node's best pairs read, ignoring one high outlier: the second
+    highest of three or more values, else the highest. Bandwidth has a hard
+    ceiling (line rate): a single pair far above the rest is a measurement
+    artefact (student-t noise puts one 15-30% high), not evidence of health,
+    and as the reference it cut a node at 0.85 down to that pair and its
+    top half (small fleets: 1.07 with five pairs at 0.83-0.86 read 0.93)."""
+    if len(values) < 3:
+        return max(values)
+    hi = second = -math.inf
+    for v in values:
+        if v > hi:
+            hi, second = v, hi
+        elif v > second:
+            second = v
+    return second
 
 
 def level_estimate(values: list[float], sigma: float | None = None) -> float:

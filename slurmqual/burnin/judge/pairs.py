@@ -30,7 +30,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Collection, Iterable
 
 from .plan import LINK_VALUES
-from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half
+from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half, upper_reference
 
 if TYPE_CHECKING:
     from ..records import Measurement, Params
@@ -170,7 +170,7 @@ def _levels_of(adj: dict[str, list[tuple[str, float]]], sigma: float | None) -> 
     shrink = 1 - 4.5 * sigma * math.sqrt(2)
     for n, pairs in adj.items():
         values = list(map(_value, pairs))
-        band = max(values) * shrink
+        band = upper_reference(values) * shrink
         use = [v for v in values if v >= band]
         if len(use) < len(values) // 2 + 1:
             use = sorted(values, reverse=True)[:len(values) // 2 + 1]
