@@ -105,15 +105,17 @@ def top_half(values: list[float]) -> list[float]:
 def kept(values: list[float], sigma: float | None = None) -> list[float]:
     """The pairs a node's level is estimated from. Without a noise scale:
     the top half (up to half, less one, may be transient hits). With one:
-    every pair within 4.5 pair-difference sds of its best (`upper_reference`:
-    one pair far above the rest is no reference), so a node
+    every pair within 4.5 pair-difference sds of its best (`high_bounded`:
+    one pair far above the rest is no reference and counts as at most that
+    far above it), so a node
     with clean pairs uses them all (no upward bias from keeping only the
     top ones, and the margin shrinks with every pair); hits far below are
     left out. When more than half would be left out, the pairs disagree:
     the top half then."""
     if sigma is None:
         return top_half(values)
-    band = upper_reference(values) * (1 - 4.5 * sigma * math.sqrt(2))
+    values, ref = high_bounded(values, 4.5 * sigma * math.sqrt(2))
+    band = ref * (1 - 4.5 * sigma * math.sqrt(2))
     use = [v for v in values if v >= band]
     return use if len(use) >= len(values) // 2 + 1 else top_half(values)
 
@@ -134,6 +136,19 @@ def upper_reference(values: list[float]) -> float:
         elif v > second:
             second = v
     return second
+
+
+def high_bounded(values: list[float], width: float) -> tuple[list[float], float]:
+    """`values` with one reading far above the rest bounded, and the
+    reference it is bounded from (`upper_reference`): the highest is at
+    most `width` (relative) above the second highest of three or more, as
+    the lowest kept is at most that far below it. What a node's level, its
+    own level and its partners' vouching count (pairs.kept, _levels_of)."""
+    ref = upper_reference(values)
+    cap = ref * (1 + width)
+    if len(values) >= 3 and max(values) > cap:
+        return [v if v <= cap else cap for v in values], ref
+    return values, ref
 
 
 def level_estimate(values: list[float], sigma: float | None = None) -> float:

@@ -30,7 +30,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Collection, Iterable
 
 from .plan import LINK_VALUES
-from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half, upper_reference
+from .noise import NORMAL, clean_noise, drain_line, fleet_margin, kept, level_estimate, margins, one_sided_z, robust_noise, top_half, high_bounded
 
 if TYPE_CHECKING:
     from ..records import Measurement, Params
@@ -167,10 +167,11 @@ def _levels_of(adj: dict[str, list[tuple[str, float]]], sigma: float | None) -> 
             use = sorted(map(_value, pairs), reverse=True)[:len(pairs) // 2 + 1]
             out[n] = sum(use) / len(use)
         return out
-    shrink = 1 - 4.5 * sigma * math.sqrt(2)
+    width = 4.5 * sigma * math.sqrt(2)
+    shrink = 1 - width
     for n, pairs in adj.items():
-        values = list(map(_value, pairs))
-        band = upper_reference(values) * shrink
+        values, ref = high_bounded(list(map(_value, pairs)), width)
+        band = ref * shrink
         use = [v for v in values if v >= band]
         if len(use) < len(values) // 2 + 1:
             use = sorted(values, reverse=True)[:len(values) // 2 + 1]
