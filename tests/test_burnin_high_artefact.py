@@ -53,4 +53,5 @@ def test_one_high_value_is_bounded_and_no_reference():
     # a node at 0.85 keeps all its pairs, the high one bounded 4.5
     # pair-difference sds above the next (as the lowest kept is below it)
     use = kept([0.85, 1.09, 0.86, 0.84, 0.855], 0.02)
-    assert len(use) == 5 and max(use) == high_bounded([0.85, 1.09, 0.86], 0.127)[0][1] < 1.0
+    assert len(use) == 5 and abs(max(use) - 0.86 * (1 + 4.5 * 0.02 * 2 ** 0.5)) < 1e-12 < 1.0 - max(use)
+    assert high_bounded([0.85, 1.09, 0.86], 0.1) == ([0.85, 0.86 * 1.1, 0.86], 0.86)
