@@ -47,11 +47,12 @@ def test_one_high_value_is_bounded_and_no_reference():
     from slurmqual.burnin.judge.noise import high_bounded, upper_reference
 
     assert upper_reference([0.85, 1.09, 0.86, 0.84]) == 0.86
-    assert upper_reference([1.0, 0.6]) == 1.0  # two values: no outlier to tell
+    # three values: one high, two low may be a healthy node with two hits
+    assert upper_reference([1.0, 0.6, 0.55]) == 1.0 and high_bounded([1.0, 0.6, 0.55], 0.1)[0] == [1.0, 0.6, 0.55]
     # a transient hit below is still left out of the level
     assert kept([1.0, 1.01, 0.99, 0.5], 0.02) == [1.0, 1.01, 0.99]
     # a node at 0.85 keeps all its pairs, the high one bounded 4.5
     # pair-difference sds above the next (as the lowest kept is below it)
     use = kept([0.85, 1.09, 0.86, 0.84, 0.855], 0.02)
     assert len(use) == 5 and abs(max(use) - 0.86 * (1 + 4.5 * 0.02 * 2 ** 0.5)) < 1e-12 < 1.0 - max(use)
-    assert high_bounded([0.85, 1.09, 0.86], 0.1) == ([0.85, 0.86 * 1.1, 0.86], 0.86)
+    assert high_bounded([0.85, 1.09, 0.86, 0.84], 0.1) == ([0.85, 0.86 * 1.1, 0.86, 0.84], 0.86)

@@ -122,12 +122,14 @@ def kept(values: list[float], sigma: float | None = None) -> list[float]:
 
 def upper_reference(values: list[float]) -> float:
     """Where a node's best pairs read, ignoring one high outlier: the second
-    highest of three or more values, else the highest. Bandwidth has a hard
-    ceiling (line rate): a single pair far above the rest is a measurement
-    artefact (student-t noise puts one 15-30% high), not evidence of health,
-    and as the reference it cut a node at 0.85 down to that pair and its
-    top half (small fleets: 1.07 with five pairs at 0.83-0.86 read 0.93)."""
-    if len(values) < 3:
+    highest of four or more values, else the highest (of three, one high and
+    two low may as well be a healthy node with two transient hits).
+    Bandwidth has a hard ceiling (line rate): a single pair far above the
+    rest is a measurement artefact (student-t noise puts one 15-30% high),
+    not evidence of health; as the reference it cut a node at 0.85 down to
+    that pair and its top half (small fleets: one pair at 1.04-1.07 and
+    four to six at 0.80-0.92 read 0.93, at the line)."""
+    if len(values) < 4:
         return max(values)
     hi = second = -math.inf
     for v in values:
@@ -141,12 +143,13 @@ def upper_reference(values: list[float]) -> float:
 def high_bounded(values: list[float], width: float) -> tuple[list[float], float]:
     """`values` with one reading far above the rest bounded, and the
     reference it is bounded from (`upper_reference`): the highest is at
-    most `width` (relative) above the second highest of three or more, as
-    the lowest kept is at most that far below it. What a node's level, its
+    most `width` (relative) above the second highest, as
+    the lowest kept is at most that far below it (four or more values).
+    What a node's level, its
     own level and its partners' vouching count (pairs.kept, _levels_of)."""
     ref = upper_reference(values)
     cap = ref * (1 + width)
-    if len(values) >= 3 and max(values) > cap:
+    if len(values) >= 4 and max(values) > cap:
         return [v if v <= cap else cap for v in values], ref
     return values, ref
 
