@@ -129,15 +129,7 @@ def upper_reference(values: list[float]) -> float:
     not evidence of health; as the reference it cut a node at 0.85 down to
     that pair and its top half (small fleets: one pair at 1.04-1.07 and
     four to six at 0.80-0.92 read 0.93, at the line)."""
-    if len(values) < 4:
-        return max(values)
-    hi = second = -math.inf
-    for v in values:
-        if v > hi:
-            hi, second = v, hi
-        elif v > second:
-            second = v
-    return second
+    return sorted(values)[-2] if len(values) >= 4 else max(values)
 
 
 def high_bounded(values: list[float], width: float) -> tuple[list[float], float]:
@@ -147,9 +139,11 @@ def high_bounded(values: list[float], width: float) -> tuple[list[float], float]
     the lowest kept is at most that far below it (four or more values).
     What a node's level, its
     own level and its partners' vouching count (pairs.kept, _levels_of)."""
-    ref = upper_reference(values)
+    if len(values) < 4:
+        return values, max(values)
+    top, ref = sorted(values)[-2:][::-1]
     cap = ref * (1 + width)
-    if len(values) >= 4 and max(values) > cap:
+    if top > cap:
         return [v if v <= cap else cap for v in values], ref
     return values, ref
 
