@@ -107,8 +107,7 @@ def kept(values: list[float], sigma: float | None = None) -> list[float]:
     the top half (up to half, less one, may be transient hits). With one:
     every pair within 4.5 pair-difference sds of its best (`high_bounded`:
     one pair far above the rest is no reference and counts as at most that
-    far above it), so a node
-    with clean pairs uses them all (no upward bias from keeping only the
+    far above it), so a node with clean pairs uses them all (no upward bias from keeping only the
     top ones, and the margin shrinks with every pair); hits far below are
     left out. When more than half would be left out, the pairs disagree:
     the top half then."""
@@ -134,11 +133,10 @@ def upper_reference(values: list[float]) -> float:
 
 def high_bounded(values: list[float], width: float) -> tuple[list[float], float]:
     """`values` with one reading far above the rest bounded, and the
-    reference it is bounded from (`upper_reference`): the highest is at
-    most `width` (relative) above the second highest, as
-    the lowest kept is at most that far below it (four or more values).
-    What a node's level, its
-    own level and its partners' vouching count (pairs.kept, _levels_of)."""
+    reference it is bounded from (`upper_reference`): of four or more, the
+    highest counts at most `width` (relative) above the second highest, as
+    the lowest kept is at most that far below it. What every pair key's
+    node levels, own levels and partners' vouching read (kept, _levels_of)."""
     if len(values) < 4:
         return values, max(values)
     top, ref = sorted(values)[-2:][::-1]
