@@ -107,10 +107,10 @@ def kept(values: list[float], sigma: float | None = None) -> list[float]:
     the top half (up to half, less one, may be transient hits). With one:
     every pair within 4.5 pair-difference sds of its best (`high_bounded`:
     one pair far above the rest is no reference and counts as at most that
-    far above it), so a node with clean pairs uses them all (no upward bias from keeping only the
-    top ones, and the margin shrinks with every pair); hits far below are
-    left out. When more than half would be left out, the pairs disagree:
-    the top half then."""
+    far above it), so a node with clean pairs uses them all (no upward
+    bias from keeping only the top ones, and the margin shrinks with every
+    pair); hits far below are left out. When more than half would be left
+    out, the pairs disagree: the top half then."""
     if sigma is None:
         return top_half(values)
     values, ref = high_bounded(values, 4.5 * sigma * math.sqrt(2))
