@@ -317,3 +317,16 @@ def test_three_hit_pairs_do_not_convict_where_transients_are_common():
     assert sorted(n for n in slow if n in {m for rnd in a.retest_plan for pair in rnd for m in pair}) == sorted(slow)
     clean = analyze(run(nodes, Fabric(node=slow, noise=0.02), seed=5), nodes)
     assert clean.drain == sorted(slow) and clean.keys["all_reduce:pair"]["transient_rate"] == 0.0
+
+
+def test_a_run_with_one_valid_pair_is_judged_not_a_crash():
+    """A run whose other tasks were killed leaves one pair measured: the
+    analysis (asking where one healthy link per run lies, over one value)
+    judges it; it crashed with statistics' 'p must be in the range' on
+    real Slurm (test_slurm_burnin_pinning's SIGKILL run)."""
+    nodes = names(8)
+    for slow in ({}, {"gpu0001": 0.7}):
+        a = analyze(run_pairs([[("gpu0001", "gpu0002")]], Fabric(node=dict(slow), noise=0.02), seed=1), nodes)
+        assert verdicts(a, "untested") == nodes[2:] and a.drain == []
+        assert a.nodes["gpu0002"]["verdict"] == "pass"
+        assert a.nodes["gpu0001"]["verdict"] == ("retest" if slow else "pass")

@@ -42,8 +42,11 @@ def drain_line(line: float, sigma: float, z: float) -> float:
 
 
 def one_sided_z(alpha: float, n: int) -> float:
-    """Margin in sds for one value per item over n items (chance < alpha in all)."""
-    return NORMAL.inv_cdf(1 - alpha / max(n, 1))
+    """Margin in sds for one value per item over n items (chance < alpha in all).
+    Never below 0 (the bulk's centre): a run with as few values as `alpha`
+    expects below the margin (one pair, asked where one healthy link per run
+    lies) gets the centre, not a math error that ends its analysis."""
+    return NORMAL.inv_cdf(max(0.5, 1 - alpha / max(n, 1)))
 
 
 def robust_noise(ratios: list[float], floor: float) -> float:
