@@ -406,6 +406,119 @@ FAMILIES = [
 ]
 
 
+# -- held-out variants: what the families above fix and a field does not --------
+
+KINDS = [(tests, topo) for topo in ("map", "conf", "none") for tests in ("both", "whole", "rails")]
+WITH_TOPOLOGY = KINDS[:6]
+NO_TOPOLOGY = KINDS[6:]
+
+
+def _held_sized(i: int) -> tuple[int, int]:
+    """Fleet sizes outside the families' cycle (32, 96, 2,048, 48, 160 nodes), 4 or 8 rails."""
+    return (32, 96, 2048, 48, 160)[i % 5], (4, 8)[i % 2]
+
+
+def _held_fleet(rng, i, noise: float = 0.02, kinds=KINDS):
+    """A fleet of a held-out size, the i-th of `kinds`' (tests, topology)
+    pairs: whole-node + per-rail, whole-node only or per-rail only; a
+    fabric map, Slurm's topology.conf (one switch per scalable unit) or
+    no topology. Without `kinds`: both tests and the map."""
+    n, rails = _held_sized(i)
+    f = runsim.healthy_fleet(rng, n, rails, noise=noise)
+    tests, topo = kinds[i % len(kinds)] if kinds else ("both", "map")
+    f.topo_kind, f.whole_node = topo, tests != "rails"
+    return f, tests != "whole"
+
+
+def _h_clean(rng, i):
+    f, rails = _held_fleet(rng, i)
+    return f, rails, None
+
+
+def _h_leaf(kinds):
+    def build(rng, i):
+        f, rails = _held_fleet(rng, i, kinds=kinds)
+        f.switch[rng.choice(sorted(set(f.leaf.values())))] = rng.uniform(0.7, 0.85)
+        return f, rails, None
+    return build
+
+
+def _h_spine(rng, i):
+    f, rails = _held_fleet(rng, i, kinds=WITH_TOPOLOGY)
+    f.spine[rng.choice(f.rails)] = rng.uniform(0.7, 0.85)
+    return f, rails, None
+
+
+def _h_two_leaves(rng, i):
+    f, rails = _held_fleet(rng, i, kinds=None)
+    r1, r2 = rng.sample(f.rails, 2)
+    sus = sorted(set(f.su.values()))
+    for r in (r1, r2):
+        su = rng.choice(sus)
+        f.switch[f.leaf[(next(x for x in f.nodes if f.su[x] == su), r)]] = rng.uniform(0.7, 0.85)
+    return f, rails, None
+
+
+def _h_leaf_nic(rng, i):
+    """A slow leaf and, behind it, a NIC on that leaf's rail well below it
+    and one at 0.8 on another rail of a node behind it."""
+    f, rails = _held_fleet(rng, i, kinds=None)
+    leaf = rng.choice(sorted(set(f.leaf.values())))
+    f.switch[leaf] = rng.uniform(0.75, 0.85)
+    behind = [(x, r) for (x, r), sw in f.leaf.items() if sw == leaf]
+    (x1, r1), (x2, _r) = rng.sample(behind, 2)
+    f.nic[(x1, r1)] = rng.uniform(0.4, 0.6)
+    f.nic[(x2, rng.choice([r for r in f.rails if r != r1]))] = 0.8
+    return f, rails, None
+
+
+def _h_failed(rng, i):
+    f, rails = _held_fleet(rng, i, kinds=None)
+    f.failed, f.dead_tasks = 0.02, 2 + i % 3
+    n = len(f.nodes)
+    slow = runsim.slow_nodes(f, rng, max(1, round(0.01 * n)), (0.5, 0.85))
+    runsim.bad_nics(f, rng, max(1, round(0.01 * n)), (0.5, 0.8), avoid=set(slow))
+    return f, rails, None
+
+
+def _h_heavy(rng, i):
+    f, rails = _held_fleet(rng, i, noise=0.05, kinds=None)
+    f.shape, f.transient = "student-t", 0.02
+    f.switch[rng.choice(sorted(set(f.leaf.values())))] = rng.uniform(0.7, 0.8)
+    n = len(f.nodes)
+    slow = runsim.slow_nodes(f, rng, max(1, round(0.01 * n)), (0.5, 0.75))
+    runsim.bad_nics(f, rng, max(1, round(0.01 * n)), (0.5, 0.7), avoid=set(slow))
+    return f, rails, None
+
+
+def _h_many_slow(rng, i):
+    f, rails = _held_fleet(rng, i, kinds=None)
+    runsim.slow_nodes(f, rng, round(0.2 * len(f.nodes)), (0.5, 0.85))
+    return f, rails, None
+
+
+def _h_kinds(rng, i):
+    f, rails = _held_fleet(rng, i)
+    n = len(f.nodes)
+    slow = runsim.slow_nodes(f, rng, max(1, round(0.01 * n)), (0.5, 0.85))
+    runsim.bad_nics(f, rng, max(1, round(0.015 * n)), (0.8, 0.8), avoid=set(slow))
+    return f, rails, None
+
+
+HELDOUT = [
+    runsim.Family("H clean fleet", _h_clean),
+    runsim.Family("H leaf, tests x topology", _h_leaf(WITH_TOPOLOGY)),
+    runsim.Family("H leaf, no topology", _h_leaf(NO_TOPOLOGY)),
+    runsim.Family("H slow spine plane", _h_spine),
+    runsim.Family("H two leaves, two rails", _h_two_leaves),
+    runsim.Family("H leaf + NICs behind it", _h_leaf_nic),
+    runsim.Family("H failed tests, dead tasks", _h_failed),
+    runsim.Family("H heavy tail 5%", _h_heavy),
+    runsim.Family("H 20% of nodes slow", _h_many_slow),
+    runsim.Family("H NIC+node, tests x topology", _h_kinds),
+]
+
+
 def new_families(seeds: int, seed_base: int, only: str | None, verbose: bool, pick: set[int] | None = None,
                  with_timing: bool = True) -> bool:
     ok = runsim.run_families(FAMILIES, seeds, seed_base, "issue 22 families: whole-node + per-rail tests, a fabric "
@@ -429,8 +542,9 @@ def main() -> int:
     ap.add_argument("--family", default=None)
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--timing-only", action="store_true")
-    ap.add_argument("--only", choices=["new", "old"], default=None,
-                    help="new: the issue 22 families only (runsim); old: the issue 16 sweep only")
+    ap.add_argument("--only", choices=["new", "old", "heldout"], default=None,
+                    help="new: the issue 22 families only (runsim); old: the issue 16 sweep only; heldout: "
+                         "the held-out variants (sizes, rails, test kinds, topologies and faults the families fix)")
     runsim.add_family_options(ap)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -439,6 +553,11 @@ def main() -> int:
     seed_base = args.seed_base if args.seed_base is not None else random.SystemRandom().randrange(1, 10**6)
     print(f"seed base {seed_base} (--seed-base {seed_base} repeats this run)")
     ok_new = True
+    if args.only == "heldout":
+        ok = runsim.run_families(HELDOUT, args.scenarios, seed_base, "held-out variants: fleet sizes, rails, test "
+                                 "kinds and topologies outside the families' cycle (bench/runsim.py)", args.family,
+                                 args.verbose, runsim.picked(args.pick))
+        return 0 if ok else 1
     if args.only != "old":
         ok_new = new_families(args.scenarios, seed_base, args.family, args.verbose, runsim.picked(args.pick),
                               not args.no_timing)

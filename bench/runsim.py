@@ -105,6 +105,16 @@ class Fabric:
     gpus: int = 0
     gpu_noise: float = 0.02
     gpu_slow: dict[tuple[str, int], float] = field(default_factory=dict)
+    # Held-out variants (bench_components_sim.py --only heldout): `spine`, a
+    # rail's spine plane slow (rail -> factor on every path of that rail
+    # between scalable units; no topology file names it); `topo_kind`, what
+    # the site gives the run: "map" (the fabric map CSV), "conf" (Slurm's
+    # topology.conf, one switch per scalable unit, as sites list their
+    # rail-optimised SUs) or "none"; `whole_node`: False runs the per-rail
+    # tests only (burnin.tests empty).
+    spine: dict[str, float] = field(default_factory=dict)
+    topo_kind: str = "map"
+    whole_node: bool = True
 
     def end(self, x: str, r: str) -> float:
         """One end of a rail path: the NIC, or the node's network side."""
@@ -113,7 +123,8 @@ class Fabric:
     def rail_path(self, a: str, b: str, r: str) -> float:
         la, lb = self.leaf[(a, r)], self.leaf[(b, r)]
         return min(self.end(a, r), self.end(b, r), self.switch.get(la, 1.0), self.switch.get(lb, 1.0),
-                   self.route.get((frozenset((a, b)), r), 1.0))
+                   self.route.get((frozenset((a, b)), r), 1.0),
+                   self.spine.get(r, 1.0) if self.su[a] != self.su[b] else 1.0)
 
     def pair_factor(self, a: str, b: str) -> float:
         paths = [self.rail_path(a, b, r) for r in self.rails]
@@ -164,6 +175,27 @@ class Fabric:
         else:
             f = max(0.05, 1 + s * rng.gauss(0, 1))
         return self.gpu_factor(x, g, test) * part * f
+
+    def topology_text(self) -> tuple[str, str] | None:
+        """(file name, text) of the topology the site gives the run, or None."""
+        if self.topo_kind == "map":
+            return "fabric.csv", topology.write_csv(self.map_rows())
+        if self.topo_kind == "conf":
+            sus: dict[int, list[str]] = {}
+            for x in self.nodes:
+                sus.setdefault(self.su[x], []).append(x)
+            lines = [f"SwitchName=su{k} Nodes={','.join(xs)}" for k, xs in sorted(sus.items())]
+            lines.append(f"SwitchName=spine Switches={','.join(f'su{k}' for k in sorted(sus))}")
+            return "topology.conf", "\n".join(lines) + "\n"
+        return None
+
+    def named_as(self, leaf: str) -> str | None:
+        """The name the run's topology gives the switch `leaf` (None: it has none)."""
+        if self.topo_kind == "map":
+            return leaf
+        if self.topo_kind == "conf":
+            return leaf.split("-", 1)[0]
+        return None
 
     def map_rows(self) -> list[tuple[str, str, str, str]]:
         """The fabric map as `slurmqual fabric map` writes it: (node, rail, switch, port)."""
@@ -223,6 +255,8 @@ def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool) -> Con
     b = data["burnin"]
     b.update(run_dir=run_dir, topology=map_path, rails=list(fabric.rails) if rails else [],
              max_retest_rounds=MAX_RETEST_ROUNDS)
+    if not fabric.whole_node:
+        b.update(tests=[])
     if fabric.gpus:
         # The fleet's run-to-run GPU noise known (a stored burn-in with
         # burnin.gpu_runs = "auto", or set by the site): the first round's
@@ -358,11 +392,11 @@ def task_lines(fabric: Fabric, cfg: dict, task_id: str, nodes: list[str], pair_r
             d.update(ok=False, busbw=None, error="exit code 1")
         return dict(d, retest=stage) if stage else d
 
-    for x in nodes:
+    for x in nodes if cfg["tests"] else ():
         v = fabric.base_intra * fabric.gpu.get(x, 1.0) * fabric.spread.get(x, 1.0) * fabric.draw(rng, (x,))
         out.append(line({"nodes": [x], "busbw": round(v, 2), "size": PAIR_SIZE, "test": "all_reduce", "ok": True,
                          "task": tnum, "round": None}))
-    for r, pairs in enumerate(pair_rounds):
+    for r, pairs in enumerate(pair_rounds if cfg["tests"] else ()):
         for a, b in pairs:
             v = fabric.base_pair * fabric.pair_factor(a, b) * fabric.draw(rng, (a, b))
             out.append(line({"nodes": [a, b], "busbw": round(v, 2), "size": PAIR_SIZE, "test": "all_reduce",
@@ -439,14 +473,18 @@ def play(fabric: Fabric, seed: int, rails: bool = True, setup=None) -> RunResult
 
 def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
     rng = random.Random(seed)
-    map_path = os.path.join(tmp, "fabric.csv")
-    with open(map_path, "w") as fh:
-        fh.write(topology.write_csv(fabric.map_rows()))
+    text = fabric.topology_text()
+    map_path = None
+    if text is not None:
+        map_path = os.path.join(tmp, text[0])
+        with open(map_path, "w") as fh:
+            fh.write(text[1])
     config = site_config(os.path.join(tmp, "runs"), fabric, map_path, rails)
     cfg = config["burnin"]
     topo = topology.from_config(cfg["topology"])
     jobs = Jobs()
-    sub = runner.submit(config, jobs, list(fabric.nodes), None, None, switch_of=topology.switch_of(topo))
+    sub = runner.submit(config, jobs, list(fabric.nodes), None, None,
+                        switch_of=topology.switch_of(topo) if topo is not None else None)
     run_dir = sub["run_dir"]
     plan = rundir.read_plan(run_dir)
     if setup is not None:
@@ -482,7 +520,7 @@ def analysis_job(config, run_dir: str, topo, jobs: Jobs, stage: int):
     records the next round), drain (runner.drain_failures). The store,
     analysis.json and metrics are left out."""
     plan, raw, _versions = runner.load_run(run_dir)
-    switches = topology.switch_of(topo)
+    switches = topology.switch_of(topo) if topo is not None else None
     early: list[str] = []
     # the run's earlier rounds and Slurm's node states (drained by this run or not)
     state = retest.round_state(run_dir, (lambda: jobs) if plan.get("max_retest_rounds") else None, switches,
@@ -510,6 +548,7 @@ class Truth:
     guard: bool | None              # True: must trip; False: must not; None: either
     faulty: set[str] = field(default_factory=set)   # a GPU/host/NIC fault (stragglers are not)
     must_gpu: set[tuple[str, int]] = field(default_factory=set)  # GPUs that must be drained, named (fail)
+    clean: bool = False             # nothing wrong (stragglers aside): the run reports a clean fleet
 
 
 def truth(fabric: Fabric, first: list[dict]) -> Truth:
@@ -581,7 +620,8 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         """q and the path to it are healthy on rail r (only x's end may be slow)."""
         f = fabric
         return f.end(q, r) == 1.0 and f.switch.get(f.leaf[(x, r)], 1.0) == 1.0 and \
-            f.switch.get(f.leaf[(q, r)], 1.0) == 1.0 and (frozenset((x, q)), r) not in f.route and q not in f.flaky
+            f.switch.get(f.leaf[(q, r)], 1.0) == 1.0 and (frozenset((x, q)), r) not in f.route and \
+            q not in f.flaky and (f.su[x] == f.su[q] or f.spine.get(r, 1.0) == 1.0)
 
     healthy = {x for x in fabric.nodes if fabric.healthy(x) and x not in fabric.flaky}  # a straggler: either
     must_fail, never_pass, must_nic = set(), set(), set()
@@ -589,7 +629,7 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     for x in fabric.nodes:
         if x in healthy or fabric.healthy(x):
             continue
-        worst = min([fabric.gpu.get(x, 1.0)] + [seen_end(fabric, x, r, sigma) for r in fabric.rails])
+        worst = min([fabric.gpu.get(x, 1.0) if fabric.whole_node else 1.0] + [seen_end(fabric, x, r, sigma) for r in fabric.rails])
         if worst < THRESHOLD - 2 * sigma or x not in tested:
             never_pass.add(x)
         for r in fabric.rails:
@@ -619,12 +659,25 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         if f <= 0.85 + 1e-9 and (x, g) in gpu_tested:
             must_gpu.add((x, g))
             must_fail.add(x)
+    # switches by the name the run's topology gives them (a topology.conf
+    # switch per scalable unit stands for its rail leaves; none without one)
     nodes_under: dict[str, int] = {}
     for (x, _r), sw in fabric.leaf.items():
         if x in tested:
             nodes_under[sw] = nodes_under.get(sw, 0) + 1
-    slow_sw = {s for s, f in fabric.switch.items() if f < 1.0}
-    must_switch = {s for s in slow_sw if fabric.switch[s] * (1 + 3 * sigma) < THRESHOLD and nodes_under.get(s, 0) >= 3}
+    slow_sw = {fabric.named_as(s) for s, f in fabric.switch.items() if f < 1.0} - {None}
+    # A spine plane slow on a rail: no topology names it; its rail's leaves
+    # (whose uplinks read slow) may be named, none must be.
+    slow_sw |= {fabric.named_as(sw) for (_x, r), sw in fabric.leaf.items() if r in fabric.spine} - {None}
+    slow_sw |= {"spine"} if fabric.spine and fabric.topo_kind == "conf" else set()
+
+    def seen_switch(f: float) -> float:
+        """A leaf's factor as the run sees it: whole-node tests only, with
+        adaptive routing, one rail of R at f reads (R - 1 + f) / R."""
+        return f if rails_measured or fabric.combine == "min" else 1 - (1 - f) / len(fabric.rails)
+
+    must_switch = {fabric.named_as(s) for s, f in fabric.switch.items()
+                   if seen_switch(f) * (1 + 3 * sigma) < THRESHOLD and nodes_under.get(s, 0) >= 3} - {None}
     n_links = sum(len(v) for v in rail_partners.values()) // 2 + sum(len(v) for v in pair_partners.values()) // 2
     z_link = NORMAL.inv_cdf(1 - ALPHA / max(n_links, 1))
     sd_l = sigma / math.sqrt(1 + MAX_RETEST_ROUNDS)
@@ -639,9 +692,10 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
             must_link.add((pair, r))
     cap = max(2, int(0.1 * len(tested)))
     slow_any = set(fabric.nodes) - healthy
-    guard = True if len(must_fail) > cap else False if len(slow_any) <= cap else None
+    guard = True if len(must_fail) > cap else False if len(slow_any) <= cap and not fabric.spine else None
+    clean = not (set(fabric.nodes) - healthy) and not fabric.switch and not fabric.route and not fabric.spine
     return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard,
-                 {x for x in fabric.nodes if not fabric.healthy(x)}, must_gpu)
+                 {x for x in fabric.nodes if not fabric.healthy(x)}, must_gpu, clean)
 
 
 def fabric_factor(run: "RunResult", x: str, g: int, test: str) -> float:
@@ -704,6 +758,16 @@ def judge(t: Truth, run: RunResult, rails: bool = True) -> dict:
         why.append(f"healthy GPU failed {bad_gpus[:4]} ({len(bad_gpus)})")
     if a.retest and not a.retest.get("final", True):
         why.append("run not decided")
+    if t.clean:
+        # nothing wrong: no node failed, no switch named, no guard or
+        # slowdown (exit code 0, commands/burnin.py exit_code). Links named
+        # by noise are counted in the noise links column, as everywhere.
+        fails = sorted(x for x, v in verdict.items() if v == "fail")
+        if fails and not false:
+            why.append(f"node failed in a clean fleet {fails[:4]}")
+        if a.guard_tripped or a.fleet_slowdown:
+            why.append(f"clean fleet not reported clean:{' guard' if a.guard_tripped else ''}"
+                       f"{' fleet slowdown' if a.fleet_slowdown else ''}")
     return {"right": not why, "why": why, "false": len(false), "nic_truth": len(t.must_nic),
             "gpu_truth": len(t.must_gpu), "gpu_found": len(gpu_named), "gpu_false": len(bad_gpus),
             "nic_found": len(t.must_nic & named), "sw_truth": len(t.must_switch),
@@ -882,7 +946,9 @@ def run_families(families: list[Family], seeds: int, seed_base: int, title: str,
             if not r["right"]:
                 wrong.append(f"{fam.name}, seed {seed}, {len(fabric.nodes)} nodes x {len(fabric.rails)} rails "
                              f"({fabric.shape} {fabric.noise:.0%}, {fabric.combine}"
-                             f"{'' if rails else ', whole-node only'}): {'; '.join(r['why'])}")
+                             f"{'' if rails else ', whole-node only'}{'' if fabric.whole_node else ', per-rail only'}"
+                             f"{'' if fabric.topo_kind == 'map' else ', topology ' + fabric.topo_kind}): "
+                             f"{'; '.join(r['why'])}")
             if verbose:
                 print(f"  {fam.name} seed {seed}: {'right' if r['right'] else 'WRONG'} "
                       f"({time.perf_counter() - start:.0f} s)", flush=True)

@@ -46,3 +46,60 @@ def test_a_gpu_15_percent_slow_with_a_first_round_number_must_be_drained_and_nam
     assert t.must_gpu == {("gpu00002", 5)} and "gpu00002" in t.must_fail
     assert "gpu00003" not in t.must_fail  # its run failed: no number, nothing to judge it by
     assert {"gpu00002", "gpu00003"} <= t.never_pass and not {"gpu00002", "gpu00003"} & t.healthy
+
+
+def whole_node_round(f: runsim.Fabric) -> list[dict]:
+    return [m for m in first_round(f) if "rail" not in m]
+
+
+def test_a_topology_conf_names_a_slow_rail_leaf_by_its_scalable_units_switch():
+    # Slurm's topology.conf knows one switch per scalable unit: a slow rail leaf is named by it.
+    f = runsim.rail_fabric(8, 2, 4)
+    f.topo_kind = "conf"
+    f.switch["su1-rail0"] = 0.75
+    name, text = f.topology_text()
+    topo = runsim.topology.parse(text, name)
+    assert topo.node_switch["gpu00005"] == "su1" and topo.parent["su1"] == "spine"
+    t = runsim.truth(f, first_round(f))
+    assert t.must_switch == {"su1"} and t.slow_switches == {"su1"}
+
+
+def test_without_a_topology_no_switch_is_asked_for_and_a_slow_leaf_makes_no_clean_fleet():
+    f = runsim.rail_fabric(8, 2, 4)
+    f.topo_kind = "none"
+    assert f.topology_text() is None
+    f.switch["su1-rail0"] = 0.75
+    t = runsim.truth(f, first_round(f))
+    assert t.must_switch == set() and not t.clean
+    assert runsim.truth(runsim.rail_fabric(8, 2, 4), first_round(f)).clean
+
+
+def test_a_slow_spine_plane_slows_only_paths_between_units_and_asks_for_no_switch():
+    f = runsim.rail_fabric(8, 2, 4)
+    f.spine["mlx5_1"] = 0.75
+    assert f.rail_path("gpu00000", "gpu00004", "mlx5_1") == 0.75
+    assert f.rail_path("gpu00000", "gpu00001", "mlx5_1") == 1.0
+    f.nic[("gpu00000", "mlx5_1")] = 0.5
+    t = runsim.truth(f, first_round(f))
+    assert t.must_switch == set() and t.guard is None and not t.clean
+    # the rail-1 leaves may be named (their uplinks read slow), rail 0's may not
+    assert {"su0-rail1", "su1-rail1"} <= t.slow_switches and "su0-rail0" not in t.slow_switches
+    # a partner across the slow spine is no clean partner: gpu00000's NIC rests on its own unit's three
+    assert "gpu00000" in t.must_fail and ("gpu00000", "mlx5_1") in t.must_nic
+
+
+def test_whole_node_tests_only_with_adaptive_routing_see_a_rail_leaf_a_rail_share_of_its_slowness():
+    f = runsim.rail_fabric(8, 4, 4)
+    f.switch["su1-rail0"] = 0.7      # (3 + 0.7) / 4 = 0.925 on the whole-node key: above the line
+    f.combine = "mean"
+    assert runsim.truth(f, whole_node_round(f)).must_switch == set()
+    f.combine = "min"                # gated by its slowest rail: 0.7
+    assert runsim.truth(f, whole_node_round(f)).must_switch == {"su1-rail0"}
+
+
+def test_per_rail_tests_only_never_see_a_gpu_side_node():
+    f = runsim.rail_fabric(8, 2, 4)
+    f.gpu["gpu00003"] = 0.5
+    f.whole_node = False
+    t = runsim.truth(f, [m for m in first_round(f) if "rail" in m])
+    assert "gpu00003" not in t.never_pass and "gpu00003" not in t.must_fail and "gpu00003" not in t.healthy
