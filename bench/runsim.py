@@ -670,6 +670,15 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     # (whose uplinks read slow) may be named, none must be.
     slow_sw |= {fabric.named_as(sw) for (_x, r), sw in fabric.leaf.items() if r in fabric.spine} - {None}
     slow_sw |= {"spine"} if fabric.spine and fabric.topo_kind == "conf" else set()
+    if not rails_measured:
+        # Whole-node pairs run over every rail leaf of both ends: which of
+        # the leaves a unit's nodes share is slow they cannot tell. Those
+        # leaves may be named with it.
+        members: dict[str, frozenset] = {}
+        for (x, _r), sw in fabric.leaf.items():
+            members[sw] = members.get(sw, frozenset()) | {x}
+        slow_members = {members[sw] for sw, f in fabric.switch.items() if f < 1.0 and sw in members}
+        slow_sw |= {fabric.named_as(sw) for sw, m in members.items() if m in slow_members} - {None}
 
     def seen_switch(f: float) -> float:
         """A leaf's factor as the run sees it: whole-node tests only, with
@@ -692,7 +701,10 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
             must_link.add((pair, r))
     cap = max(2, int(0.1 * len(tested)))
     slow_any = set(fabric.nodes) - healthy
-    guard = True if len(must_fail) > cap else False if len(slow_any) <= cap and not fabric.spine else None
+    # A spine plane, or a slow switch the run has no topology to know of,
+    # slows many nodes' paths at once: the guard may hold the run.
+    unseen = fabric.spine or (fabric.topo_kind == "none" and any(f < 1.0 for f in fabric.switch.values()))
+    guard = True if len(must_fail) > cap else False if len(slow_any) <= cap and not unseen else None
     clean = not (set(fabric.nodes) - healthy) and not fabric.switch and not fabric.route and not fabric.spine
     return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard,
                  {x for x in fabric.nodes if not fabric.healthy(x)}, must_gpu, clean)

@@ -103,3 +103,19 @@ def test_per_rail_tests_only_never_see_a_gpu_side_node():
     f.whole_node = False
     t = runsim.truth(f, [m for m in first_round(f) if "rail" in m])
     assert "gpu00003" not in t.never_pass and "gpu00003" not in t.must_fail and "gpu00003" not in t.healthy
+
+
+def test_a_slow_switch_the_run_has_no_topology_for_may_trip_the_guard():
+    f = runsim.rail_fabric(8, 2, 4)
+    f.switch["su1-rail0"] = 0.75
+    assert runsim.truth(f, first_round(f)).guard is False   # with its map: named, no guard
+    f.topo_kind = "none"
+    assert runsim.truth(f, first_round(f)).guard is None
+
+
+def test_whole_node_tests_only_tolerate_the_units_other_rail_leaves_named():
+    f = runsim.rail_fabric(8, 2, 4)
+    f.switch["su1-rail0"] = 0.75
+    t = runsim.truth(f, whole_node_round(f))
+    assert t.must_switch == {"su1-rail0"} and t.slow_switches == {"su1-rail0", "su1-rail1"}
+    assert runsim.truth(f, first_round(f)).slow_switches == {"su1-rail0"}  # rails tested: they tell
