@@ -3,7 +3,9 @@
 Rules (each one a lesson from the field):
 - prolog runs fast checks only; on success it makes no slurmctld call at all
   (thousands of nodes run it at once for a big job); on failure it sets our
-  drain reason and exits non-zero so Slurm requeues the job.
+  drain reason and exits non-zero so Slurm requeues the job; where the rules
+  keep the node in service (fleet guard, hands-off node) it exits 0, since
+  slurmd drains a node after a failed prolog itself ("Prolog error").
 - epilog/healthcheck run the standard checks; a failure drains with our reason;
   a pass resumes the node only if *we* drained it, and calls slurmctld only
   when the node's state file says we did (or the file is unreadable).
@@ -351,12 +353,28 @@ def _on_failure(hook, node, failed, info, adapter, config, log, state=None, ctx=
                 _record_action(config, node, {"action": "rma", "check": plan.check, "detail": plan.detail,
                                               "hook": hook, "evidence": [r.to_dict() for r in failed]}, log)
                 _event(config, node, "rma", reason, hook, log)
-    _drain(hook, node, reason, info, adapter, config, log)
-    return fail_rc
+    drained = _drain(hook, node, reason, info, adapter, config, log)
+    return _prolog_rc(drained, info) if hook == "prolog" else fail_rc
 
 
-def _drain(hook, node, reason, info, adapter, config, log) -> bool:
-    """A hook drain through the ownership rules and the fleet guard; True when the node is (now) drained so."""
+def _prolog_rc(drained: bool | None, info) -> int:
+    """A failing prolog's exit once it tried to drain. Non-zero requeues the
+    job, and slurmd then drains the node itself ("Prolog error") unless it is
+    drained already (slurmctld's validate_node_specs). So: 1 where the node is
+    drained (ours, or anyone's: the reason stays) and where our drain call
+    failed (Slurm's drain is the fallback: a failing node takes no job); 0
+    where the rules left it in service (fleet guard held, a node Slurm or an
+    admin is handling): exiting 1 there would drain it all the same, under
+    Slurm's generic reason, and undo the guard."""
+    if drained is False and not (info is not None and info.drained):
+        return 0
+    return 1
+
+
+def _drain(hook, node, reason, info, adapter, config, log) -> bool | None:
+    """A hook drain through the ownership rules and the fleet guard: True when
+    the node is (now) drained so, False when the rules leave it as it is, None
+    when the Slurm call failed."""
     from . import policy
     from .slurm import SlurmError
 
@@ -380,7 +398,7 @@ def _drain(hook, node, reason, info, adapter, config, log) -> bool:
                          "see `slurmqual status`", hook, node, verdict.recent,
                          config["hooks"].get("guard_window_s", 3600.0), verdict.limit, verdict.fleet, reason)
             _event(config, node, "guard_hold", reason, hook, log)
-            return False  # (a failing prolog would make Slurm drain the node itself: callers return 0)
+            return False  # (a failing prolog exits 0 then: see _prolog_rc)
     drain = {"reason": reason, "time": time.time(), "hook": hook}
     if policy.ladder_rebooting(info):
         # Slurm clears a node's drain when its reboot completes: the next hook
@@ -393,7 +411,7 @@ def _drain(hook, node, reason, info, adapter, config, log) -> bool:
         _event(config, node, "drain", reason, hook, log)
     except SlurmError as exc:
         log.error("%s %s: could not drain (%s): %s", hook, node, reason, exc)
-        return False
+        return None
     return True
 
 
@@ -413,7 +431,7 @@ def _hold_swapped(hook, node, state, config, log) -> int:
     if info is not None and info.drained and info.reason in hwid.held_reasons(state.swap):
         return 1 if hook == "prolog" else 0
     drained = _drain(hook, node, reason, info, adapter, config, log)
-    return 1 if hook == "prolog" and drained else 0
+    return _prolog_rc(drained, info) if hook == "prolog" else 0
 
 
 def _enforce(hook, node, drain, info, adapter, config, log) -> int:
@@ -522,8 +540,9 @@ def _reset(hook, node, plan, info, adapter, config, log, ctx) -> int:
     from . import gpureset
 
     fail_rc = 1 if hook == "prolog" else 0
-    if not _drain(hook, node, plan.reason, info, adapter, config, log):
-        return 0 if hook == "prolog" else fail_rc
+    drained = _drain(hook, node, plan.reason, info, adapter, config, log)
+    if not drained:
+        return _prolog_rc(drained, info) if hook == "prolog" else fail_rc
     if ctx is None or ctx.level == "fast":
         return fail_rc
     gpus = list(plan.gpus)

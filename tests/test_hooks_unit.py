@@ -88,6 +88,53 @@ def test_prolog_failure_drains_with_reason_and_fails(tmp_path, monkeypatch):
                      "GPUDirect RDMA off"]
 
 
+def _trip_guard(tmp_path, *nodes):
+    """Other nodes' hook drains within the window, recorded by the guard itself."""
+    from slurmqual.policy import HookGuard
+
+    guard = HookGuard(str(tmp_path / "state"), 3600.0, 0.1, 2)
+    for node in nodes:
+        assert guard.request_drain(node, "slurmqual: peermem: nvidia_peermem not loaded").allowed
+
+
+def test_prolog_held_by_the_fleet_guard_exits_0_so_slurm_does_not_drain_it(tmp_path, monkeypatch, caplog):
+    # A non-zero prolog makes slurmd drain the node "Prolog error" (unless it is
+    # drained already): failing the job here would drain what the guard holds.
+    root, cfg, log = setup(tmp_path)
+    _trip_guard(tmp_path, "n2", "n3")
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "prolog") == 0
+    assert [c for c in calls(log) if c.startswith("update")] == []
+    assert "drain HELD by the fleet guard" in caplog.text
+    assert os.path.exists(tmp_path / "state/guard/held/n1.json")
+
+
+def test_prolog_on_a_node_slurm_or_an_admin_handles_exits_0(tmp_path, monkeypatch):
+    root, cfg, log = setup(tmp_path, state="IDLE+MAINTENANCE+RESERVED")
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "prolog") == 0
+    assert [c for c in calls(log) if c.startswith("update")] == []
+
+
+def test_prolog_on_a_node_drained_by_someone_else_fails_the_job_and_keeps_the_reason(tmp_path, monkeypatch):
+    # Drained already: slurmd's own drain changes nothing, the job is requeued.
+    root, cfg, log = setup(tmp_path, state="MIXED+DRAIN", reason="admin: RMA")
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "prolog") == 1
+    assert [c for c in calls(log) if c.startswith("update")] == []
+
+
+def test_prolog_whose_drain_call_fails_still_fails_so_slurm_drains_it(tmp_path, monkeypatch, caplog):
+    root, cfg, log = setup(tmp_path)
+    scontrol = tmp_path / "bin/scontrol"
+    scontrol.write_text(scontrol.read_text() + 'if [ "$1" = update ]; then echo "slurm_update error: Socket timed out '
+                        'on send/recv operation" >&2; exit 1; fi\n')
+    remove_module(root, "nvidia_peermem")
+    assert run(monkeypatch, cfg, "prolog") == 1
+    assert [c for c in calls(log) if c.startswith("update")]
+    assert "could not drain" in caplog.text
+
+
 def test_healthcheck_never_touches_admin_drain(tmp_path, monkeypatch):
     root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason="admin: RMA")
     remove_module(root, "nvidia_peermem")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from slurm_fixtures import start_cluster, stop_cluster
 from slurmqual.nodetree import add_module, record_mlxconfig, remove_module
+from slurmqual.policy import HookGuard
 
 pytestmark = pytest.mark.slurm
 
@@ -30,6 +32,40 @@ def cluster():
 def reasons(cluster) -> dict[str, str]:
     return {n["name"]: n.get("reason", "") for n in cluster.nodes().values()
             if "DRAIN" in n.get("state_flags", [])}
+
+
+def _jobs(cluster) -> list[str]:
+    return cluster.run("squeue", "-h", "-o", "%i", check=False).stdout.split()
+
+
+@pytest.fixture(autouse=True)
+def _idle_cluster(cluster):
+    """Each test starts on an idle cluster, whatever the one before left (a
+    failure must not cascade: a node it left drained, its hook drains still
+    counted by the fleet guard, which then holds the next test's drain): no
+    job, no drained node, no guard record. The tests repair their trees."""
+    left = {"jobs": _jobs(cluster), "drained": reasons(cluster)}
+    if left["jobs"]:
+        cluster.run("scancel", *left["jobs"], check=False)
+    if left["drained"]:
+        cluster.run("scontrol", "update", f"nodename={','.join(left['drained'])}", "state=resume", check=False)
+    shutil.rmtree(os.path.join(cluster.state_dir, "guard"), ignore_errors=True)
+    if left["jobs"] or left["drained"]:
+        print(f"restored before this test: {left}")
+        cluster.wait_for(lambda: not _jobs(cluster) and not reasons(cluster) and all(
+            n["state"] == "idle" for n in cluster.nodes().values()), 60, "an idle cluster")
+    yield
+
+
+def _checked_since(cluster, node: str, check: str, since: float) -> bool:
+    """A hook run that started after `since` passed `check` on `node` (slurmd
+    runs a node's hooks one at a time, so none that read the tree before is
+    still running)."""
+    try:
+        state = json.load(open(os.path.join(cluster.state_dir, "nodes", f"{node}.json")))
+    except (OSError, ValueError):
+        return False
+    return any(c["name"] == check and c["status"] == "pass" and c["time"] > since for c in state["checks"])
 
 
 def test_healthcheck_drains_only_the_broken_node_and_resumes_after_repair(cluster):
@@ -59,7 +95,12 @@ def test_admin_drain_is_never_resumed_or_rereasoned(cluster):
         time.sleep(cluster.health_interval + 2)
         assert reasons(cluster).get("n3") == "admin: RMA"
     finally:
+        repaired = time.time()
         add_module(cluster.tree("n3"), "nvidia_peermem")
+        # As an admin would: resume once a check saw the repair. A health check
+        # that read the tree before the repair and asks Slurm after the resume
+        # drains n3 (rightly, for what it saw): with load, 2 runs in 10 here.
+        cluster.wait_for(lambda: _checked_since(cluster, "n3", "peermem", repaired), 60, "peermem passing on n3")
         cluster.run("scontrol", "update", "nodename=n3", "state=resume")
 
 
@@ -109,6 +150,37 @@ def test_prolog_requeues_job_on_broken_node_and_is_silent_on_healthy(cluster, tm
     p, _ = _hook(cluster, "epilog", "n4")
     assert p.returncode == 0
     cluster.wait_for(lambda: "n4" not in reasons(cluster), 30, "n4 resumed by the epilog")
+
+
+def test_prolog_held_by_the_fleet_guard_lets_the_job_run_and_slurm_never_drains(cluster, tmp_path):
+    # Two other nodes drained by hooks within the window: the guard's limit on
+    # 4 nodes (max(2, 10%)). A failing prolog that exited 1 here made slurmd
+    # drain n4 "Prolog error" all the same (the flake on 25.11 under load: a
+    # stale health check drain had filled the guard).
+    guard = HookGuard(cluster.state_dir, 3600.0, 0.1, 2)
+    for node in ("n1", "n2"):
+        assert guard.request_drain(node, "slurmqual: peermem: nvidia_peermem not loaded").allowed
+    gpu = os.path.join(cluster.tree("n4"), "sys/bus/pci/devices/0000:18:00.0")
+    target = os.readlink(gpu)
+    os.unlink(gpu)
+    out = tmp_path / "held.out"
+    slurmd_log = os.path.join(cluster.log, "slurmd-n4.log")
+    before = os.path.getsize(slurmd_log)
+    try:
+        cluster.run("sbatch", "--parsable", "-w", "n4", "-o", str(out), "--wrap", "echo ran-on-$(hostname)")
+        cluster.wait_for(lambda: out.exists() and "ran-on-" in out.read_text(), 60, "the job ran on n4")
+        log = os.path.join(cluster.log, "slurmqual.log")
+        assert "prolog n4: drain HELD by the fleet guard" in open(log).read()
+        # The job's epilog fails gpu_count too, and is held the same way.
+        cluster.wait_for(lambda: "epilog n4: drain HELD by the fleet guard" in open(log).read(), 30, "epilog held")
+        assert os.path.exists(os.path.join(cluster.state_dir, "guard", "held", "n4.json"))
+        assert "n4" not in reasons(cluster)
+        with open(slurmd_log) as fh:
+            fh.seek(before)
+            assert "prolog failed" not in fh.read()
+    finally:
+        os.symlink(target, gpu)
+        shutil.rmtree(os.path.join(cluster.state_dir, "guard"), ignore_errors=True)
 
 
 def _hook(cluster, hook, node, extra_env=None, config=None, timeout=60):
