@@ -32,9 +32,13 @@ Everything is linear or n log n in the number of measurements.
 
 Where things are: the noise model and margins (shared by every key) in
 ``noise.py``; a pair key's stages (link values, node scores, convictions,
-suspect links) in ``pairs.py``; this module validates measurements, groups
-them by key, judges intra keys and combines the keys into node verdicts,
-guard and retest plan.
+suspect links) in ``pairs.py``; the switches across keys in
+``fabricmodel.py`` (`model_switches`); this module validates measurements,
+groups them by key, judges intra keys and combines the keys into node
+verdicts, guard and retest plan: `_analyze` runs one helper per stage
+(inputs, switches, tail pools, keys, nodes, retest budget, GPUs, guard,
+baselines, untested reasons, plan, summary), each reading what the ones
+before it wrote.
 """
 
 from __future__ import annotations
@@ -45,11 +49,16 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
 from statistics import median
+from typing import TYPE_CHECKING
 
-from ..records import Measurement, Params, make_key, split_key, topology_of
+from ..records import GpuMeasurement, Measurement, Params, make_key, split_key, topology_of
 from .noise import one_sided_z, robust_noise, z_score
-from .pairs import MODEL_SAFETY, KeyResult, Pool, _r, judge_pairs, link_values, pool_tails, runs_tail
+from .pairs import MODEL_SAFETY, KeyResult, PairGraph, Pool, _r, judge_pairs, link_values, pool_tails, runs_tail
 from .plan import RoundState, to_remeasure
+
+if TYPE_CHECKING:
+    from .components import SwitchFinding
+    from .fabricmodel import SwitchModel
 
 # On a node slow on every rail, a NIC below this share of the node's own
 # median rail is named as well (a bad NIC in a slow node).
@@ -387,10 +396,63 @@ def analyze(measurements: list[Measurement], scope: list[str] | None = None, par
 def _analyze(measurements: list[Measurement], scope: list[str] | None, params: Params | None,
              baselines: dict[str, dict[str, float]] | None, fleet_level: dict[str, float] | None,
              trusted: set[str] | None, topology, rounds: RoundState | None = None) -> Analysis:
+    """The stages of a judgement, in the order the data flows: the run's
+    measurements by key, the switches (fabricmodel.model_switches), the rail
+    keys' shared tails, each key, each node, the retest budget, the GPUs,
+    the blast-radius guard, baselines, then the next round's plan. Each
+    stage reads what the ones before it wrote; `problems` collects what
+    they tell the admin, in that order."""
+    from .fabricmodel import model_switches
+
     p = params or Params()
     problems: list[str] = []
-    from ..records import GpuMeasurement
+    run = _run_inputs(measurements, scope, p, trusted, problems)
+    model = model_switches(run.by_key, topology, p, fleet_level)
+    pools = _tail_pools(run.by_key, model.graphs, p, fleet_level)
+    results, medians = _judge_keys(run.by_key, p, fleet_level, trusted, model, pools)
+    nodes, parts = _judge_nodes(run, results, model, p)
+    held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems)
+    gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
+    links, clear, again = _links_of(results)
+    keep_decided(nodes, rounds.decided if rounds else {})
+    guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems)
+    if guard.tripped:
+        _unpass_in_held_run(nodes, results, run, parts, p)
+    below, slowdown = _below_baselines(nodes, baselines, {k: r.noise for k, r in results.items()}, p, guard,
+                                       problems)
+    _untested_reasons(nodes, run.all_nodes, problems)
+    plan = _retest_plan(nodes, links, clear, again, run, trusted, topology, rounds, problems)
+    noise, keys_out = _key_summary(results, medians, gpu_keys)
+    switches = _name_switches(model.findings, problems)
+    return Analysis(medians, p.threshold, nodes, links, [] if guard.tripped else guard.would, guard.tripped,
+                    guard.would, below, plan, problems, slowdown, noise, keys_out, [],
+                    {k: sorted(v) for k, v in run.versions.items()},
+                    suspect_switches=switches, switch_findings=[f.to_dict() for f in model.findings],
+                    clear_links=clear, remeasure_links=again)
 
+
+# -- the stages of _analyze, in order ------------------------------------------------
+
+@dataclass
+class _RunInputs:
+    """A run's measurements as the stages read them: GPU runs apart, the
+    valid network/intra lines at the reference size grouped by key, the
+    nodes judged (scope first, trusted references left out), the tests run."""
+    gpu_ms: list[GpuMeasurement]
+    measurements: list[Measurement]  # every nccl-tests/perftest line, valid or not
+    valid: list[Measurement]
+    all_nodes: list[str]
+    tests: list[str]
+    by_key: dict[str, list[Measurement]]
+    models: dict[str, str]  # node -> GPU model
+    versions: dict[str, set[str]]
+
+
+def _run_inputs(measurements: list[Measurement], scope: list[str] | None, p: Params, trusted: set[str] | None,
+                problems: list[str]) -> _RunInputs:
+    """Split GPU runs from the rest, report failed tests (never a
+    measurement), keep the reference size and group by key: one key per
+    (test, node count, GPU model, rail) shape, not one make_key per line."""
     gpu_ms = [m for m in measurements if isinstance(m, GpuMeasurement)]
     measurements = [m for m in measurements if not isinstance(m, GpuMeasurement)]
     failed = dict.fromkeys(f"{m.test} on {','.join(m.nodes)}" for m in measurements if not m.ok)
@@ -419,58 +481,16 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                 models.setdefault(n, m.gpu_model)
         if m.nccl_version:
             versions["nccl"].add(m.nccl_version)
-    results: dict[str, KeyResult] = {}
-    medians: dict[str, float] = {}
-    findings = []
-    graphs: dict[str, object] = {}
-    bounded: dict[str, dict[str, dict[str, float]]] = {}  # key -> node -> partner -> slow switch factor
-    behind_of: dict[str, dict[str, tuple[frozenset[str], float]]] = {}  # key -> node -> slow switches, factor
-    paths = None
-    if topology is not None:
-        # The switches first, on every pair and rail key, then each switch
-        # found on any key divided out of the others (fabricmodel.py): a
-        # slow rail leaf explains its nodes' whole-node pairs too.
-        from .components import attribute
-        from .fabricmodel import Paths, behind_slow, bounded_ends, explain_switches, pairs_through
+    return _RunInputs(gpu_ms, measurements, valid, all_nodes, tests, by_key, models, versions)
 
-        paths = Paths(topology)
-        net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
-               if split_key(k)[1] in ("pair", "rail") and not (fleet_level or {}).get(k)}
-        for key, rail in sorted(net.items()):
-            by_key[key], found, graphs[key] = attribute(key, by_key[key],
-                                                        topology.leaves(rail).get, p)
-            findings += found
-        explained, changed, divided = explain_switches(by_key, findings, paths, p, net)
-        for key in changed:
-            graphs.pop(key, None)  # its pairs changed: judge_pairs builds their graph again
-        # Which pairs ran through a slow switch one end is not behind: on the
-        # key it was found on and on every key it was divided out of. Such a
-        # pair bounds that end's level, it does not show it healthy.
-        own: dict[str, list] = {}
-        for f in findings:
-            own.setdefault(f.key, []).append(f)
-        for key, rail in net.items():
-            through = dict(divided.get(key, {}))
-            if key in own:
-                g = graphs.get(key) or link_values(by_key[key])
-                for pair, hit in pairs_through(g.adj, own[key], paths, rail).items():
-                    through[pair] = {**through.get(pair, {}), **hit}
-            if through:
-                bounded[key] = bounded_ends(through, paths, rail, p.threshold)
-        findings += explained
-        on: dict[str, list] = {}
-        for f in findings:
-            on.setdefault(f.key, []).append(f)
-        for key, rail in net.items():
-            if key in on:
-                g = graphs.get(key) or link_values(by_key[key])
-                graphs[key] = g
-                behind_of[key] = behind_slow(g.adj, on[key], paths, rail, p.threshold)
-    # The rails of one test share a fabric and a noise source: each rail
-    # key's low tail is judged with the others' (pairs.pool_tails). A rail
-    # of a 128-node fleet has ~200 pairs, too few to show a student-t tail
-    # that its 8 rails together show (a healthy NIC's two pairs at 0.67
-    # drained it).
+
+def _tail_pools(by_key: dict[str, list[Measurement]], graphs: dict[str, PairGraph | None], p: Params,
+                fleet_level: dict[str, float] | None) -> dict[str, Pool]:
+    """The rails of one test share a fabric and a noise source: each rail
+    key's low tail is judged with the others' (pairs.pool_tails). A rail
+    of a 128-node fleet has ~200 pairs, too few to show a student-t tail
+    that its 8 rails together show (a healthy NIC's two pairs at 0.67
+    drained it). Builds the missing rail graphs into `graphs`."""
     pools: dict[str, Pool] = {}
     by_test: dict[str, list[str]] = {}
     for key in by_key:
@@ -484,13 +504,25 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                     graphs[key] = link_values(by_key[key])
             pool = pool_tails((graphs[k] for k in keys), p)
             pools.update(dict.fromkeys(keys, pool))
+    return pools
+
+
+def _judge_keys(by_key: dict[str, list[Measurement]], p: Params, fleet_level: dict[str, float] | None,
+                trusted: set[str] | None, model: SwitchModel,
+                pools: dict[str, Pool]) -> tuple[dict[str, KeyResult], dict[str, float]]:
+    """Each key on its own, with what the switches explain: pair and rail
+    keys (pairs.judge_pairs; a rail's links name their rail), intra keys
+    (_judge_single); a group run only gets its median (it localises
+    nothing). Returns the results and every key's median."""
+    results: dict[str, KeyResult] = {}
+    medians: dict[str, float] = {}
     run_values = sum(len(ms) for key, ms in by_key.items() if split_key(key)[1] in ("pair", "rail"))
     for key, ms in sorted(by_key.items()):
         _test, topo, nic = split_key(key)
         if topo in ("pair", "rail"):
             level = (fleet_level or {}).get(key)
-            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), graphs.get(key), bounded.get(key),
-                                       pools.get(key), behind_of.get(key), run_values,
+            results[key] = judge_pairs(key, ms, p, level, frozenset(trusted or ()), model.graphs.get(key),
+                                       model.bounded.get(key), pools.get(key), model.behind_of.get(key), run_values,
                                        topo == "pair")
             if topo == "rail":  # a slow route on one rail: the link names the rail
                 results[key].links = [[a, b, nic] for a, b in results[key].links]
@@ -502,17 +534,23 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             medians[key] = round(median(m.busbw for m in ms), 3)  # a group run localises nothing
             continue
         medians[key] = round(results[key].median, 3)
+    return results, medians
 
-    # Per node: the verdict of each key it was measured under, and per test
-    # the rule "no pass without network (pair) evidence".
+
+def _judge_nodes(run: _RunInputs, results: dict[str, KeyResult], model: SwitchModel,
+                 p: Params) -> tuple[dict[str, dict], dict[str, tuple]]:
+    """Per node: the verdict of each key it was measured under, the NIC
+    a whole-node fail is owed to (fabricmodel.name_nics), and per test the
+    rule "no pass without network (pair) evidence"; the slow switches it
+    sits behind. Returns the nodes and each key's (test, topology, rail)."""
     nodes: dict[str, dict] = {}
     parts = {k: split_key(k) for k in results}
     found_in: dict[str, set[str]] = {}  # key -> the switches found slow on it
     noise_of = {k: r.noise for k, r in results.items()}
-    for f in findings:
+    for f in model.findings:
         found_in.setdefault(f.key, set()).add(f.switch)
     result_items = list(results.items())
-    for n in all_nodes:
+    for n in run.all_nodes:
         keys = {}
         for k, r in result_items:
             if n in r.verdicts:
@@ -525,14 +563,35 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
             ratio = {k: kv["score"] / results[k].median for k, kv in keys.items()
                      if kv["score"] is not None and results[k].median}
             name_nics(keys, parts, ratio, noise_of, p.threshold)
-        nodes[n] = {**_node_verdict(keys, tests, parts), "keys": keys}
-        behind = _behind(n, keys, parts, found_in, paths) if paths is not None and found_in else []
+        nodes[n] = {**_node_verdict(keys, run.tests, parts), "keys": keys}
+        behind = _behind(n, keys, parts, found_in, model.paths) if model.paths is not None and found_in else []
         if behind:
             nodes[n]["behind_suspect_switch"] = behind
-        if n in models:
-            nodes[n]["gpu_model"] = models[n]
-    # The retest budget decides nodes only in a run that drains: when the
-    # guard holds every drain (a fabric-wide problem) nothing is decided.
+        if n in run.models:
+            nodes[n]["gpu_model"] = run.models[n]
+    return nodes, parts
+
+
+@dataclass
+class _Held:
+    """What the retest budget left for the guard: the budget, the guard's
+    limit before it (`cap0`), the retests it could not decide without
+    tripping the guard (`budget_held`), the nodes clearly below on one key
+    by their own level it held for (`slow_held`), and the most nodes below
+    the line on one key once decided (`below`)."""
+    budget: int
+    cap0: int
+    budget_held: int
+    slow_held: int
+    below: int
+
+
+def _decide_retests(nodes: dict[str, dict], results: dict[str, KeyResult], tests: list[str],
+                    parts: dict[str, tuple], p: Params, rounds: RoundState | None, problems: list[str]) -> _Held:
+    """The retest budget decides the least ambiguous retests by their best
+    estimate (_apply_retest_budget), only in a run that drains: when the
+    guard holds every drain (a fabric-wide problem), or deciding them would
+    trip it, nothing is decided."""
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     # Rounds spent: no retest is left to decide a node, every one is decided
     # by its best estimate (below the line where no healthy node can be:
@@ -576,17 +635,39 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
         problems.append(f"retest budget ({budget}): {len(decided)} least ambiguous retest node(s) decided by their "
                         f"best estimate: {count['fail']} fail, {count['untested']} untested (below the line within "
                         f"the noise), {count['pass']} pass")
-    gpu_keys = _merge_gpus(nodes, measurements, gpu_ms, p, fleet_level, bool(tests), medians, problems)
+    return _Held(budget, cap0, budget_held, slow_held, below)
 
+
+def _links_of(results: dict[str, KeyResult]) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+    """Every key's suspect links (each once), the links the evidence
+    settles, and the links to measure once more, sorted."""
     links = sorted(link for r in results.values() for link in r.links)
     links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
     clear = sorted(link for r in results.values() for link in r.clear)
     again = sorted(link for r in results.values() for link in r.again)
-    keep_decided(nodes, rounds.decided if rounds else {})
+    return links, clear, again
+
+
+@dataclass
+class _Guard:
+    """The blast-radius guard's answer: the nodes that fail (`would`), over
+    how many tested nodes, its limit, and whether it holds every drain."""
+    would: list[str]
+    tested: int
+    cap: int
+    tripped: bool
+
+
+def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[str, KeyResult], p: Params,
+                  held: _Held, problems: list[str]) -> _Guard:
+    """A run that would drain too much of the fleet drains nothing: too
+    many fails, a fleet split in two levels on a key, or retests the budget
+    could not decide without that (_decide_retests) are a fabric problem
+    (or a bug), not bad nodes. Says which, once."""
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
-    tripped = len(would) > cap or bool(budget_held)
+    tripped = len(would) > cap or bool(held.budget_held)
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:
         tripped = True
@@ -596,36 +677,53 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     elif len(would) > cap:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
-    elif slow_held:
-        problems.append(f"blast-radius guard: {slow_held} of {tested} nodes are below the line on one key by their own "
-                        f"level, and the retest budget ({budget}) or the last round decides the retests (limit {cap0}); "
-                        "draining none: suspect a fabric-wide problem")
-    elif budget_held:
-        problems.append(f"blast-radius guard: {len(would)} of {tested} nodes fail and deciding the {budget_held} "
-                        f"retests past the budget ({budget}) would leave {below} below the line on one key (limit "
-                        f"{cap0}, {2 * cap0} below the line); draining none: suspect a fabric-wide problem")
+    elif held.slow_held:
+        problems.append(f"blast-radius guard: {held.slow_held} of {tested} nodes are below the line on one key by their "
+                        f"own level, and the retest budget ({held.budget}) or the last round decides the retests (limit "
+                        f"{held.cap0}); draining none: suspect a fabric-wide problem")
+    elif held.budget_held:
+        problems.append(f"blast-radius guard: {len(would)} of {tested} nodes fail and deciding the {held.budget_held} "
+                        f"retests past the budget ({held.budget}) would leave {held.below} below the line on one key "
+                        f"(limit {held.cap0}, {2 * held.cap0} below the line); draining none: suspect a fabric-wide problem")
+    return _Guard(would, tested, cap, tripped)
 
-    if tripped:
-        per_key: dict[tuple[str, str], int] = {}
-        for m in valid:
-            if len(m.nodes) == 2:
-                for x in m.nodes:
-                    per_key[(m.key, x)] = per_key.get((m.key, x), 0) + 1
-        _unpass_below_healthy(nodes, results, p.threshold, tests, parts, p.alpha, per_key)
 
+def _unpass_in_held_run(nodes: dict[str, dict], results: dict[str, KeyResult], run: _RunInputs,
+                        parts: dict[str, tuple], p: Params) -> None:
+    """A held run vouches for no node it cannot (_unpass_below_healthy),
+    each by the margin its own number of pairs per key gives."""
+    per_key: dict[tuple[str, str], int] = {}
+    for m in run.valid:
+        if len(m.nodes) == 2:
+            for x in m.nodes:
+                per_key[(m.key, x)] = per_key.get((m.key, x), 0) + 1
+    _unpass_below_healthy(nodes, results, p.threshold, run.tests, parts, p.alpha, per_key)
+
+
+def _below_baselines(nodes: dict[str, dict], baselines: dict[str, dict[str, float]] | None,
+                     noise_of: dict[str, float], p: Params, guard: _Guard,
+                     problems: list[str]) -> tuple[dict[str, dict], bool]:
+    """Nodes below their own baselines (per-GPU keys per GPU serial,
+    gpus.below_baselines; the others by their own effect,
+    _below_own_baselines), and whether so many are that the fabric slowed:
+    a slowdown of the whole fabric moves the fleet median with it, so the
+    relative test sees nothing; the nodes' own baselines still do."""
     from .gpus import below_baselines, is_gpu_key
 
-    # Per-GPU keys' baselines are per GPU serial (gpus.below_baselines).
     below = below_baselines(nodes, {k: b for k, b in (baselines or {}).items() if is_gpu_key(k)}, p.baseline_drop)
     for key, base_of in (baselines or {}).items():
         if not is_gpu_key(key):
             _below_own_baselines(nodes, key, base_of, noise_of.get(key, p.noise_floor), p, below)
-    # A slowdown of the whole fabric moves the fleet median with it, so the
-    # relative test sees nothing; the nodes' own baselines still do.
-    slowdown = len(below) > cap
+    slowdown = len(below) > guard.cap
     if slowdown:
-        problems.append(f"fleet-wide slowdown: {len(below)} of {tested} nodes are more than "
+        problems.append(f"fleet-wide slowdown: {len(below)} of {guard.tested} nodes are more than "
                         f"{p.baseline_drop:.0%} below their own baselines; baselines not updated")
+    return below, slowdown
+
+
+def _untested_reasons(nodes: dict[str, dict], all_nodes: list[str], problems: list[str]) -> None:
+    """Every `untested` node says why (a stage before may have: the budget);
+    one with measurements is a problem the admin sees."""
     for n in all_nodes:
         v = nodes[n]
         if v["verdict"] == "untested" and "why" not in v:
@@ -633,26 +731,42 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
                 else "nothing measured"
         if v["verdict"] == "untested" and v["keys"]:
             problems.append(f"{n}: untested: {v['why']}")
-    retest = sorted(n for n in all_nodes if nodes[n]["verdict"] == "retest")
-    plan = next_round_plan(nodes, links, clear, again, measurements, trusted, topology, rounds)
+
+
+def _retest_plan(nodes: dict[str, dict], links: list[list[str]], clear: list[list[str]], again: list[list[str]],
+                 run: _RunInputs, trusted: set[str] | None, topology, rounds: RoundState | None,
+                 problems: list[str]) -> list[list[list[str]]]:
+    """The next round (next_round_plan, the one function that plans it),
+    and how many retest nodes it could not pair with a proven-good partner."""
+    retest = sorted(n for n in run.all_nodes if nodes[n]["verdict"] == "retest")
+    plan = next_round_plan(nodes, links, clear, again, run.measurements, trusted, topology, rounds)
     planned = {n for rnd in plan for pair in rnd for n in pair}
     if [n for n in retest if n not in planned]:
         problems.append(f"{len([n for n in retest if n not in planned])} node(s) need a retest but have no "
                         "proven-good partner to pair them with")
+    return plan
+
+
+def _key_summary(results: dict[str, KeyResult], medians: dict[str, float],
+                 gpu_keys: dict[str, dict]) -> tuple[dict[str, float], dict[str, dict]]:
+    """Per key (GPU keys included): its noise, and median, line, counts and
+    verdict tally for the analysis' `keys`."""
     noise = {k: round(r.noise, 4) for k, r in results.items()}
     keys_out = {k: {"median": medians[k], "noise": noise[k], "line": round(r.line, 3), **r.info,
                     "verdicts": {v: sum(1 for x in r.verdicts.values() if x == v) for v in VERDICT_ORDER}}
                 for k, r in results.items()}
     keys_out.update(gpu_keys)
     noise.update({k: v["noise"] for k, v in gpu_keys.items()})
+    return noise, keys_out
+
+
+def _name_switches(findings: list[SwitchFinding], problems: list[str]) -> list[str]:
+    """The suspect switches, each finding told as a problem (none of its nodes drained)."""
     switches = sorted({f.switch for f in findings})
     for f in findings:
         problems.append(f"suspect switch {f.switch} ({f.key}): {'pairs leaving it' if f.kind == 'uplinks' else 'pairs through it'} "
                         f"at {f.factor:.0%} of the fleet over {f.nodes} nodes; none of its nodes drained for it")
-    return Analysis(medians, p.threshold, nodes, links, [] if tripped else would, tripped, would, below, plan,
-                    problems, slowdown, noise, keys_out, [], {k: sorted(v) for k, v in versions.items()},
-                    suspect_switches=switches, switch_findings=[f.to_dict() for f in findings], clear_links=clear,
-                    remeasure_links=again)
+    return switches
 
 
 def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, float], noise: float, p: Params,

@@ -33,7 +33,10 @@ This module holds what ties the keys together:
 - `name_nics`: a node slow on a whole-node key because of one NIC is that
   NIC's fault: its slow rail (below the line on its rail key, failing or
   `retest`), with the node's other rails fine and the whole-node level no
-  lower than that rail explains, is named and failed.
+  lower than that rail explains, is named and failed;
+- `model_switches`: the stage analyze() runs before judging any key: the
+  switches found on each key, divided out of the others, and per key the
+  pairs they bound and the nodes behind them (a `SwitchModel`).
 
 Everything is linear in the pairs through the switches found.
 """
@@ -44,11 +47,13 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import TYPE_CHECKING, Iterable
 
-from .components import MIN_NODES, SwitchFinding
-from .pairs import link_values, top_level
+from ..records import split_key
+from .components import MIN_NODES, SwitchFinding, attribute
+from .pairs import PairGraph, link_values, top_level
 
 if TYPE_CHECKING:
     from ..records import Measurement, Params
+    from .topology import Topology
 
 # A NIC explains a node's whole-node level when that level is at most this
 # much (relative) below the NIC's own rail level, beyond the noise of both.
@@ -287,3 +292,63 @@ def name_nics(keys: dict[str, dict], parts: dict[str, tuple], ratio: dict[str, f
         keys[k]["verdict"] = "fail"
         keys[k]["explains"] = sorted(pair)
     return True
+
+
+@dataclass
+class SwitchModel:
+    """What the switches explain, per key, for judge_pairs: the switches
+    found (and divided out of other keys), the pair graphs already built,
+    the pairs through a slow switch that only bound an end's level, and the
+    nodes behind a slow switch. Empty without a topology."""
+    findings: list[SwitchFinding] = field(default_factory=list)
+    graphs: dict[str, PairGraph | None] = field(default_factory=dict)
+    bounded: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # key -> node -> partner -> slow switch factor
+    behind_of: dict[str, dict[str, tuple[frozenset[str], float]]] = field(default_factory=dict)  # key -> node -> slow switches, factor
+    paths: Paths | None = None
+
+
+def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology | None", p: "Params",
+                   fleet_level: dict[str, float] | None) -> SwitchModel:
+    """The switches first, on every pair and rail key, then each switch
+    found on any key divided out of the others: a slow rail leaf explains
+    its nodes' whole-node pairs too. Replaces `by_key`'s lists of the keys
+    a switch was divided out of. Keys judged against a fleet level (a
+    requalify) are left alone."""
+    model = SwitchModel()
+    if topology is None:
+        return model
+    findings, graphs, bounded, behind_of = model.findings, model.graphs, model.bounded, model.behind_of
+    paths = model.paths = Paths(topology)
+    net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
+           if split_key(k)[1] in ("pair", "rail") and not (fleet_level or {}).get(k)}
+    for key, rail in sorted(net.items()):
+        by_key[key], found, graphs[key] = attribute(key, by_key[key],
+                                                    topology.leaves(rail).get, p)
+        findings += found
+    explained, changed, divided = explain_switches(by_key, findings, paths, p, net)
+    for key in changed:
+        graphs.pop(key, None)  # its pairs changed: judge_pairs builds their graph again
+    # Which pairs ran through a slow switch one end is not behind: on the
+    # key it was found on and on every key it was divided out of. Such a
+    # pair bounds that end's level, it does not show it healthy.
+    own: dict[str, list] = {}
+    for f in findings:
+        own.setdefault(f.key, []).append(f)
+    for key, rail in net.items():
+        through = dict(divided.get(key, {}))
+        if key in own:
+            g = graphs.get(key) or link_values(by_key[key])
+            for pair, hit in pairs_through(g.adj, own[key], paths, rail).items():
+                through[pair] = {**through.get(pair, {}), **hit}
+        if through:
+            bounded[key] = bounded_ends(through, paths, rail, p.threshold)
+    findings += explained
+    on: dict[str, list] = {}
+    for f in findings:
+        on.setdefault(f.key, []).append(f)
+    for key, rail in net.items():
+        if key in on:
+            g = graphs.get(key) or link_values(by_key[key])
+            graphs[key] = g
+            behind_of[key] = behind_slow(g.adj, on[key], paths, rail, p.threshold)
+    return model
