@@ -467,3 +467,59 @@ def test_a_cancelled_round_keeps_what_was_decided_and_plans_no_drained_node(tmp_
     assert fails and all(seen["nodes"][n]["verdict"] == "fail" for n in fails)
     drained = {n for n, i in r.cluster.nodes.items() if i.drained}
     assert drained and not (drained | fails) & nodes_of(seen["retest_plan"])
+
+
+def _jobs(ids, state: str) -> list:
+    from slurmqual.slurm.adapter import JobRecord
+
+    return [JobRecord(j, j, None, "slurmqual-burnin", state) for j in ids]
+
+
+def test_an_analysis_by_hand_while_the_run_still_runs_is_interim_never_its_end(tmp_path, monkeypatch, capsys):
+    """Its one retest round still measuring, an analysis by hand called the run
+    over: it turned the suspects `untested` ("after 1 retest round") and wrote
+    the final banner. It is an interim look until the run's jobs are done."""
+    r = Run(tmp_path, monkeypatch, FLEET, rounds=1)
+    fabric = Fabric(net=BORDER, noise=0.03)
+    r.measure_first(fabric, seed=3)
+    r.job(0, capsys)
+    rec = rundir.load_stage(r.dir, 1)
+    suspects = rec["suspects"]
+    assert suspects and rec["state"] == "submitted"
+    r.cluster.job_list = _jobs(rec["tasks"].values(), "RUNNING") + _jobs([rec["analysis"]], "PENDING")
+    seen = r.by_hand(capsys)
+    assert seen["retest"]["final"] is False and seen["retest"]["untested"] == {}
+    assert seen["retest"]["interim"] == (f"retest round 1 of 1: task job(s) {','.join(sorted(rec['tasks'].values()))} "
+                                         f"still pending or running; its analysis job {rec['analysis']} has not "
+                                         "judged it yet (it may submit a retest round)")
+    assert all(seen["nodes"][n]["verdict"] in ("retest", "fail") for n in suspects)
+    cli.main(["burnin", "analyze", r.dir, "--dry-run", "--config", r.cfg_path])
+    out = capsys.readouterr().out
+    assert out.startswith("INTERIM ANALYSIS: the run is not finished (retest round 1 of 1: ") and "RUN ENDED" not in out
+    # Its tasks done, the analysis job still to run: still interim.
+    r.cluster.job_list = _jobs(rec["tasks"].values(), "COMPLETED") + _jobs([rec["analysis"]], "PENDING")
+    assert r.by_hand(capsys)["retest"]["interim"].endswith(f"its analysis job {rec['analysis']} has not judged it "
+                                                           "yet (it may submit a retest round)")
+    # Cancelled before round 1 measured anything: by hand now is the run's last word.
+    r.cluster.job_list = _jobs([*rec["tasks"].values(), rec["analysis"]], "CANCELLED")
+    cli.main(["burnin", "analyze", r.dir, "--dry-run", "--config", r.cfg_path])
+    out = capsys.readouterr().out
+    assert "INTERIM" not in out and "RUN ENDED WITH" in out and "still below the line within the noise after 1" in out
+
+
+def test_slurm_unreadable_an_analysis_by_hand_is_final_only_when_the_run_dir_says_the_run_ended(
+        tmp_path, monkeypatch, capsys):
+    r = Run(tmp_path, monkeypatch, FLEET, rounds=1)
+    fabric = Fabric(net=BORDER, noise=0.03)
+    r.measure_first(fabric, seed=3)
+    r.job(0, capsys)
+
+    def down(_ids):
+        raise SlurmError("squeue: error: Unable to contact slurm controller (connect failure)")
+    monkeypatch.setattr(r.cluster, "jobs", down)
+    seen = r.by_hand(capsys)
+    assert seen["retest"]["final"] is False and "Unable to contact slurm controller" in seen["retest"]["interim"]
+    r.measure_round(1, fabric, seed=101)
+    r.job(1, capsys)  # the run's analysis job of its last round: analysis.json says the run ended
+    seen = r.by_hand(capsys)
+    assert seen["retest"]["final"] is True and "interim" not in seen["retest"]

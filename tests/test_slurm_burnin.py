@@ -152,8 +152,25 @@ def test_a_task_killed_after_its_intra_tests_leaves_its_nodes_untested_and_no_ba
     with open(os.path.join(run_dir, "jobs.json")) as fh:
         jobs = json.load(fh)
     task_job = jobs["tasks"]["0"] if "tasks" in jobs else jobs["array"]
+    # By hand while task 0 still runs: an interim look, not the run's end (it
+    # said "RUN ENDED WITH 8 NODE(S) UNTESTED" and wrote final: true).
+    p = sq(cluster, "burnin", "analyze", run_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("INTERIM ANALYSIS: the run is not finished (first round: task job(s) "
+                               f"{task_job} still pending or running; its analysis job {jobs['analysis']} has not "
+                               "judged it yet"), p.stdout
+    assert "RUN ENDED WITH" not in p.stdout
+    with open(os.path.join(run_dir, "analysis.json")) as fh:
+        interim = json.load(fh)
+    assert interim["retest"]["final"] is False and interim["retest"]["untested"] == {}
+    assert interim["nodes"]["n8"]["verdict"] == "untested"
     cluster.run("scancel", task_job)  # killed mid-way: a pair test hangs on n8
     a = finish(cluster, run_dir)
+    assert a["retest"]["final"] is True and "interim" not in a["retest"]
+    assert a["retest"]["untested"]["n8"]  # the run's own analysis names its end
+    # By hand once the run is over: the final word again, with the banner.
+    p = sq(cluster, "burnin", "analyze", run_dir, "--dry-run")
+    assert p.returncode == 0 and "INTERIM" not in p.stdout and "RUN ENDED WITH" in p.stdout, p.stdout + p.stderr
     assert a["incomplete_tasks"] == ["0"]
     with open(result) as fh:
         res = json.load(fh)

@@ -240,6 +240,10 @@ def _summary(a: dict) -> str:
     med = ", ".join(f"{k} {v:.1f}" + (f" (noise {noise[k]:.1%})" if k in noise else "") for k, v in a["median"].items())
     lines = [f"median: {med or '-'}; threshold {a['threshold']:.0%}; " +
              " ".join(f"{k}={v}" for k, v in sorted(counts.items()))]
+    interim = (a.get("retest") or {}).get("interim")
+    if interim:
+        lines.insert(0, f"INTERIM ANALYSIS: the run is not finished ({interim}); verdicts may still change and "
+                        "untested nodes may yet be measured: the run's own analysis gives its end")
     for n, v in sorted(a["nodes"].items()):
         if v["verdict"] != "pass":
             key, m = median_for(a, n)
@@ -286,7 +290,7 @@ def _summary(a: dict) -> str:
     elif a.get("retest_plan"):
         lines.append(f"  retest plan: {len(a['retest_plan'])} round(s): " +
                      "; ".join(" ".join(f"{x}+{y}" for x, y in rnd) for rnd in a["retest_plan"]))
-    if rt.get("round") and not nxt:
+    if rt.get("round") and not nxt and not rt.get("interim"):
         lines.append(f"  decided after {rt['round']} retest round(s) of {rt['max_rounds']}")
     from ..burnin.results.report import ended_untested
 
@@ -403,10 +407,13 @@ def _analyze(args, config) -> int:
             if run_dir:
                 from ..burnin.run import retest
 
+                # By hand while the run's jobs still run: an interim look, never the run's end.
+                interim = _still_running(run_dir, adapter) if args.follow_up is None else None
                 # the round submitted is analysis.retest_plan: the plan printed (--json) by hand too
                 analysis.retest = retest.settle(config, run_dir, plan, raw, analysis, follow_up, adapter,
                                                 trusted=refs if requalify else None,
-                                                log=lambda m: print(m, file=sys.stderr), state=state)
+                                                log=lambda m: print(m, file=sys.stderr), state=state,
+                                                interim=interim)
                 rc = 1 if analysis.retest.get("failed") else 0
             _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan)
         except BaseException:
@@ -419,6 +426,49 @@ def _analyze(args, config) -> int:
             raise
     print(json.dumps(analysis.to_dict()) if args.json else _summary(analysis.to_dict()))
     return exit_code(analysis.to_dict()) or rc  # 1: a retest round could not be submitted
+
+
+def _still_running(run_dir: str, adapter) -> str | None:
+    """Why the run is not finished, for an analysis by hand: its latest stage
+    (rundir.current: the first round from jobs.json, else the last retest
+    round submitted) has jobs Slurm still lists as pending or running (task
+    jobs still measuring, or the analysis job that judges the stage and may
+    submit the next round). None when every one ended, or none was
+    submitted: then this analysis is the run's last word. Slurm unreadable:
+    the run dir decides (_ended_on_record), else interim, saying why."""
+    from ..slurm import SlurmError
+
+    stage = rundir.current(run_dir)
+    judge = stage.get("analysis")
+    ids = [*stage["tasks"].values(), *([judge] if judge else [])]
+    if not ids:
+        return None
+    where = "first round" if not stage["round"] else f"retest round {stage['round']} of {stage['of']}"
+    try:
+        records = adapter().jobs(ids)
+    except SlurmError as exc:
+        if _ended_on_record(run_dir, stage["round"]):
+            return None
+        return f"could not ask Slurm whether the run's jobs ({where}) still run: {exc}"
+    tasks = sorted({r.key for k, r in records.items() if r.active and k != judge and r.job_id != judge})
+    judging = judge is not None and any(r.active for k, r in records.items() if k == judge or r.job_id == judge)
+    if not tasks and not judging:
+        return None
+    parts = [f"task job(s) {','.join(tasks)} still pending or running"] if tasks else []
+    if judging:
+        parts.append(f"its analysis job {judge} has not judged it yet (it may submit a retest round)")
+    return f"{where}: " + "; ".join(parts)
+
+
+def _ended_on_record(run_dir: str, stage: int) -> bool:
+    """The run dir says the run ended: its analysis.json judged the latest
+    stage (the run's analysis job runs after that stage's tasks) and called
+    itself final, not an interim look by hand."""
+    try:
+        rt = (rundir.read_analysis(run_dir) or {}).get("retest") or {}
+        return rt.get("final") is True and not rt.get("interim") and int(rt.get("round", 0)) >= stage
+    except (rundir.RunDirError, ValueError, TypeError, AttributeError):
+        return False
 
 
 def _round_state(run_dir, plan, scope, adapter, switches, problems):

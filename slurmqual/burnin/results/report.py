@@ -202,6 +202,11 @@ def render_html(analysis: dict, title: str) -> str:
         banners.append('<p class="guard" id="guard">Blast-radius guard tripped: too many nodes would have been '
                        f'drained ({esc(would)}); none were. Suspect a fabric-wide problem (spine, switch firmware, '
                        'congestion control).</p>')
+    interim = (analysis.get("retest") or {}).get("interim")
+    if interim:
+        banners.append(f'<p class="guard" id="interim">Interim analysis: the run is not finished ({esc(interim)}). '
+                       'Verdicts may still change and untested nodes may yet be measured: the run\'s own analysis '
+                       'gives its end.</p>')
     untested = ended_untested(analysis)
     if untested:
         banners.append(f'<p class="guard" id="untested">The run ended with {len(untested)} node(s) untested: '

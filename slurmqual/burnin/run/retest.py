@@ -17,7 +17,8 @@ Run directory, one file per stage, each written whole (atomic):
   `cancelled`); results/task-r<k>-<i>.json its task results;
 - analysis.json: the latest analysis, whose `retest` section says which
   stage it judged, the next round if one was submitted, and whether the run
-  is decided (`final`).
+  is decided (`final`); an analysis by hand while the run's jobs still run
+  says why it is `interim` (never final).
 
 A reader (watch, status, requalify) compares the latest stage with its jobs'
 states: a cancelled run leaves every file consistent, only unfinished.
@@ -168,12 +169,19 @@ def guard_cap(analysis, cfg: dict) -> int:
 
 def settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_up: int | None, adapter_of,
            trusted: set[str] | None = None, switch_of: dict[str, str] | None = None, log=print,
-           state: RoundState | None = None) -> dict:
+           state: RoundState | None = None, interim: str | None = None) -> dict:
     """_settle, and for a final analysis (no round follows) `untested`: every
     node the run ends with untested, with its reason (the retest budget, no
     valid pair measurement, no proven-good partner, still within the noise
     after the last round, not retested because of its Slurm state). The
-    report and `burnin analyze`'s exit code (5) say the run ended with them."""
+    report and the summary of `burnin analyze` say the run ended with them.
+    `interim`: why the run is not finished (an analysis by hand while its
+    jobs still run): the section says so, is not final and settles nothing
+    (the run's own analysis job does, with every measurement)."""
+    if interim:
+        done = max((s["round"] for s in submitted(run_dir)), default=0)
+        return {"round": done, "max_rounds": int(plan.get("max_retest_rounds") or 0), "next": None,
+                "final": False, "interim": interim, "untested": {}}
     section = _settle(config, run_dir, plan, raw, analysis, follow_up, adapter_of, trusted, switch_of, log, state)
     section["untested"] = final_untested(analysis) if section["final"] else {}
     return section
