@@ -1005,6 +1005,40 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
     run (how many healthy links `suspect_links` may measure again); `within`:
     whether a link within one value's margin is measured again (not on rail keys)."""
     g = graph if graph is not None else link_values(ms)
+    convicted, score, fleet, judge, above, split = _settle_level(g, p, level, trusted, pool)
+    line, sigma = judge.line, judge.sigma
+    bounded = bounding(through, judge, top_level(g, set(), p.threshold)) if through else {}
+
+    verdicts = _first_verdicts(g, score, convicted, line)
+    leaning = retest_leaning(g, verdicts, convicted, judge)
+    links, clear, again = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet, run_values, within)
+    bad = {(a, b) for a, b in links}
+    own = _not_their_fault(g, verdicts, score, leaning, convicted, line, sigma, bad, bounded)
+    if bounded:
+        late = judge_bounded(g, bounded, verdicts, score, leaning, convicted, judge, bad)
+        if late:  # a convicted end is no link's (suspect_links)
+            links = [x for x in links if not late & set(x)]
+            clear = [x for x in clear if not late & set(x)]
+    if behind:
+        below = judge_behind(g, behind, verdicts, score, leaning, convicted, judge, bad, p.alpha)
+        if below:
+            links = [x for x in links if not below & set(x)]
+            clear = [x for x in clear if not below & set(x)]
+    info = _key_info(g, ms, verdicts, score, convicted, judge, line, sigma, above, split, p)
+    if bounded:
+        info["bounded"] = len(bounded)  # nodes judged without their pairs through a slow switch
+    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning,
+                     {n: _r(x) for n, x in own.items() if x != score.get(n)}, clear, again)
+
+
+def _settle_level(g: PairGraph, p: "Params", level: float | None, trusted: frozenset[str],
+                  pool: Pool | None) -> tuple[set[str], dict[str, float | None], float, Conviction, int, bool]:
+    """The level a key is judged against and the convictions at it: the
+    given `level` (a requalify), else the fleet's own; the top level when
+    the fleet is split in two (its median sits at the slow one); the level
+    of the rest when more nodes are convicted than the guard allows.
+    Returns the convicted, scores, fleet level, the final judge, and how
+    many nodes are clearly above it and whether that splits the fleet."""
     n_nodes = len(g.adj)
     cap = max(p.guard_min, int(p.guard_fraction * n_nodes))
     if level:
@@ -1033,9 +1067,12 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             if rest_level > fleet:
                 convicted, score, fleet, judge = convict(g, rest_level, True, p, trusted, pool)
     judge = judge_at(g, score, convicted, fleet, p, trusted, pool)
-    line, sigma = judge.line, judge.sigma
-    bounded = bounding(through, judge, top_level(g, set(), p.threshold)) if through else {}
+    return convicted, score, fleet, judge, above, split
 
+
+def _first_verdicts(g: PairGraph, score: dict[str, float | None], convicted: set[str], line: float) -> dict[str, str]:
+    """Convicted: fail; below the line (within the noise) or with only
+    convicted partners: retest; else pass. Later stages only move these."""
     verdicts: dict[str, str] = {}
     for n in g.adj:
         if n in convicted:
@@ -1044,9 +1081,16 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
             verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
         else:
             verdicts[n] = "pass"
-    leaning = retest_leaning(g, verdicts, convicted, judge)
-    links, clear, again = suspect_links(g, convicted, line, sigma, p.alpha, judge.hits, fleet, run_values, within)
-    bad = {(a, b) for a, b in links}
+    return verdicts
+
+
+def _not_their_fault(g: PairGraph, verdicts: dict[str, str], score: dict[str, float | None],
+                     leaning: dict[str, tuple[float | None, str]], convicted: set[str], line: float, sigma: float,
+                     bad: set[Pair], bounded: dict[str, dict[str, float]]) -> dict[str, float | None]:
+    """Retests below the line only through a suspect link or a partner under
+    suspicion pass (their `verdicts`, `score` and `leaning` updated in
+    place): a slow route or a slow partner is not a node's fault. Returns
+    every node's own level (own_levels)."""
     # A suspect link is the route's fault, not its ends': an end below the
     # line only through it (every other pair, two at least, at or above the
     # line: a node a little slow has some below) is judged without it.
@@ -1065,27 +1109,21 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
                 _clean_partners(g, n, score, convicted, line, bad, bounded.get(n, frozenset())) >= 2:
             verdicts[n], score[n] = "pass", x
             leaning.pop(n, None)
-    if bounded:
-        late = judge_bounded(g, bounded, verdicts, score, leaning, convicted, judge, bad)
-        if late:  # a convicted end is no link's (suspect_links)
-            links = [x for x in links if not late & set(x)]
-            clear = [x for x in clear if not late & set(x)]
-    if behind:
-        below = judge_behind(g, behind, verdicts, score, leaning, convicted, judge, bad, p.alpha)
-        if below:
-            links = [x for x in links if not below & set(x)]
-            clear = [x for x in clear if not below & set(x)]
-    info = {"pairs": len(g.value), "measured": len(ms),
+    return own
+
+
+def _key_info(g: PairGraph, ms: list["Measurement"], verdicts: dict[str, str], score: dict[str, float | None],
+              convicted: set[str], judge: Conviction, line: float, sigma: float, above: int, split: bool,
+              p: "Params") -> dict:
+    """What a key's result tells the analysis besides verdicts (its `keys`
+    entry; the guard reads clearly_below, split, clearly_above, top_level)."""
+    return {"pairs": len(g.value), "measured": len(ms),
             "clearly_below": clearly_below(g, verdicts, convicted, judge),
             "repeated": sum(1 for vs in g.repeats.values() if len(vs) > 1),
             "drain_line_3": round(judge.drain_line(3), 3), "clearly_above": above if split else 0,
             "split": split, "near_line": near_line(score, line, sigma),
             "top_level": round(top_level(g, convicted, p.threshold), 3),
             "transient_rate": round(judge.hits.rate, 4) if judge.hits else 0.0}
-    if bounded:
-        info["bounded"] = len(bounded)  # nodes judged without their pairs through a slow switch
-    return KeyResult(key, fleet, sigma, line, verdicts, {n: _r(s) for n, s in score.items()}, links, info, leaning,
-                     {n: _r(x) for n, x in own.items() if x != score.get(n)}, clear, again)
 
 
 def _clean_partners(g: PairGraph, n: str, score: dict, convicted: set[str], line: float, bad: set[Pair],
@@ -1279,6 +1317,19 @@ def judge_behind(g: PairGraph, behind: dict[str, tuple[frozenset[str], float]], 
     judged = sum(len(ns) for ns in groups.values())
     if not judged:
         return set()
+    hits = _healthy_pair_tail(g, score, convicted, c, judged)
+    if hits is None:
+        return set()
+    new: set[str] = set()
+    for sws, ns in sorted(groups.items(), key=lambda kv: sorted(kv[0])):
+        _judge_behind_group(g, ns, behind, verdicts, score, leaning, convicted, c, bad, alpha, hits, judged, new)
+    return new
+
+
+def _healthy_pair_tail(g: PairGraph, score: dict[str, float | None], convicted: set[str], c: Conviction,
+                       judged: int) -> Transients | None:
+    """How low a healthy pair reads against its own level (judge_behind's
+    tail); None when fewer than PEERS pairs are healthy."""
     # How low a healthy pair reads against its own level: the key's pairs
     # between nodes not under suspicion (both ends' levels at or above the
     # line), as ratios to their median. Within a few percent of the level
@@ -1290,47 +1341,53 @@ def judge_behind(g: PairGraph, behind: dict[str, tuple[frozenset[str], float]], 
     sample = sorted(v for (a, b), v in g.value.items() if a not in convicted and b not in convicted
                     and (score.get(a) or 0) >= c.line and (score.get(b) or 0) >= c.line)
     if len(sample) < PEERS:
-        return set()
+        return None
     mid = sample[len(sample) // 2]
-    hits = Transients(0.0, (), judged, tuple(v / mid for v in sample), len(sample), c.sigma)
-    new: set[str] = set()
-    for sws, ns in sorted(groups.items(), key=lambda kv: sorted(kv[0])):
-        levels = [score[n] for n in ns if n not in convicted and score.get(n) is not None]
-        if len(levels) < PEERS:
-            continue  # too few of its nodes to say where they read
-        ref = median(levels)
-        fine = max(c.line, ref * (1 - c.sigma))
-        mine = Conviction(g, ref, c.sigma, judged, convicted, c.trusted, 1.0, hits, alpha)
-        for n in sorted(ns):
-            if verdicts.get(n) not in ("pass", "retest") or n in convicted:
-                continue
-            # A pair reads its slower end: only partners at the switch's
-            # nodes' level (within one noise sd) show this node's (a partner
-            # at 0.965 of it, a NIC fault, and two pairs at 0.954-0.967 of a
-            # student-t fleet drained a healthy node).
-            partners = [q for q, _w in g.adj[n] if q not in convicted and (score.get(q) or 0) >= fine
-                        and ((n, q) if n < q else (q, n)) not in bad]
-            vals = [g.value[(n, q) if n < q else (q, n)] for q in partners]
-            if len(vals) < 2:
-                continue
-            est = mine.est(vals)
-            if est >= ref:
-                continue
-            if est >= mine.drain_line(len(kept(vals, c.sigma))) or mine.one_link(vals) or \
-                    not mine.consistent(vals, est):
-                continue
-            if not mine.hit_by_transients(mine.each(n, partners), est):
-                verdicts[n], score[n] = "fail", est * behind[n][1]
-                convicted.add(n)
-                leaning.pop(n, None)
-                new.add(n)
-            elif verdicts[n] == "pass":
-                # Below them by the margin, but the tail may put it there: its
-                # next partners decide; its score is the level it read, so a
-                # node failing its whole-node key names this NIC (name_nics).
-                verdicts[n], score[n] = "retest", est * behind[n][1]
-                leaning[n] = (0.0, "untested")
-    return new
+    return Transients(0.0, (), judged, tuple(v / mid for v in sample), len(sample), c.sigma)
+
+
+def _judge_behind_group(g: PairGraph, ns: list[str], behind: dict[str, tuple[frozenset[str], float]],
+                        verdicts: dict[str, str], score: dict[str, float | None],
+                        leaning: dict[str, tuple[float | None, str]], convicted: set[str], c: Conviction,
+                        bad: Collection[Pair], alpha: float, hits: Transients, judged: int, new: set[str]) -> None:
+    """judge_behind for the nodes `ns` behind one set of slow switches,
+    against those nodes' own level: convictions go into `convicted` and
+    `new`, verdicts, scores and leanings are updated in place."""
+    levels = [score[n] for n in ns if n not in convicted and score.get(n) is not None]
+    if len(levels) < PEERS:
+        return  # too few of its nodes to say where they read
+    ref = median(levels)
+    fine = max(c.line, ref * (1 - c.sigma))
+    mine = Conviction(g, ref, c.sigma, judged, convicted, c.trusted, 1.0, hits, alpha)
+    for n in sorted(ns):
+        if verdicts.get(n) not in ("pass", "retest") or n in convicted:
+            continue
+        # A pair reads its slower end: only partners at the switch's
+        # nodes' level (within one noise sd) show this node's (a partner
+        # at 0.965 of it, a NIC fault, and two pairs at 0.954-0.967 of a
+        # student-t fleet drained a healthy node).
+        partners = [q for q, _w in g.adj[n] if q not in convicted and (score.get(q) or 0) >= fine
+                    and ((n, q) if n < q else (q, n)) not in bad]
+        vals = [g.value[(n, q) if n < q else (q, n)] for q in partners]
+        if len(vals) < 2:
+            continue
+        est = mine.est(vals)
+        if est >= ref:
+            continue
+        if est >= mine.drain_line(len(kept(vals, c.sigma))) or mine.one_link(vals) or \
+                not mine.consistent(vals, est):
+            continue
+        if not mine.hit_by_transients(mine.each(n, partners), est):
+            verdicts[n], score[n] = "fail", est * behind[n][1]
+            convicted.add(n)
+            leaning.pop(n, None)
+            new.add(n)
+        elif verdicts[n] == "pass":
+            # Below them by the margin, but the tail may put it there: its
+            # next partners decide; its score is the level it read, so a
+            # node failing its whole-node key names this NIC (name_nics).
+            verdicts[n], score[n] = "retest", est * behind[n][1]
+            leaning[n] = (0.0, "untested")
 
 
 def _r(x: float | None) -> float | None:
