@@ -223,3 +223,19 @@ def test_watch_names_a_malformed_jobs_file(run, content, why, capsys):
     assert cli.main(["burnin", "watch", run_dir, "--config", str(cfg)]) != 0
     err = capsys.readouterr().err
     assert "unreadable jobs.json" in err and why in err
+
+
+def test_history_before_any_burn_in_or_event_is_empty_not_an_error(tmp_path, capsys):
+    """A fresh cluster: no store file, nothing spooled. `history` answers "no
+    history" (rc 0, JSON with no baseline and no events); a store file that is
+    not a database is still an error (rc 2), never read as empty."""
+    cfg = tmp_path / "sq.toml"
+    cfg.write_text(f'[hooks]\nstate_dir = "{tmp_path}/state"\n[store]\npath = "{tmp_path}/sq.db"\n')
+    assert cli.main(["history", "n5", "--config", str(cfg)]) == 0
+    assert "n5: no history" in capsys.readouterr().out
+    assert cli.main(["history", "n5", "--config", str(cfg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"node": "n5", "baseline": None, "events": [], "gpus": []}
+    assert not (tmp_path / "sq.db").exists()   # a reader creates no store
+    (tmp_path / "sq.db").write_text("not a database\n")
+    assert cli.main(["history", "n5", "--config", str(cfg), "--json"]) == 2
+    assert "sq.db" in capsys.readouterr().err

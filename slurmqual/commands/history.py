@@ -21,7 +21,7 @@ def register(p: argparse.ArgumentParser, _name: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from .. import events as spool
-    from ..burnin.results.store import StoreError, open_store
+    from ..burnin.results.store import NoStoreYet, StoreError, open_store
     from ..config import ConfigError, load
 
     try:
@@ -29,6 +29,9 @@ def main(args: argparse.Namespace) -> int:
         state_dir = config["hooks"]["state_dir"]
         # Spooled hook events alone are a story worth a store (a cluster before its first burn-in).
         store = open_store(config["store"]["path"], create=bool(spool.pending(state_dir)))
+    except NoStoreYet:
+        # Nothing burned in, drained or resumed yet: an empty history, not an error.
+        return _show(args, None, [], [])
     except (ConfigError, StoreError) as exc:
         print(f"slurmqual: {exc}", file=sys.stderr)
         return 2
@@ -46,6 +49,10 @@ def main(args: argparse.Namespace) -> int:
         gpus = store.gpu_history(args.node) if hasattr(store, "gpu_history") else []
     finally:
         store.close()
+    return _show(args, baseline, events, gpus)
+
+
+def _show(args: argparse.Namespace, baseline: float | None, events: list[dict], gpus: list[dict]) -> int:
     if args.json:
         print(json.dumps({"node": args.node, "baseline": baseline, "events": events, "gpus": gpus}))
         return 0

@@ -95,6 +95,11 @@ class StoreError(Exception):
     pass
 
 
+class NoStoreYet(StoreError):
+    """The store file does not exist: a cluster before its first burn-in.
+    Readers that answer "nothing recorded" (history) tell it from a broken store."""
+
+
 @dataclass
 class RunRecord:
     id: str
@@ -168,7 +173,7 @@ class Store:
 class SqliteStore(Store):
     def __init__(self, path: str, create: bool = True):
         if not create and not os.path.exists(path):
-            raise StoreError(f"{path}: no store yet (run a burn-in first)")
+            raise NoStoreYet(f"{path}: no store yet (run a burn-in first)")
         if create:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
