@@ -290,9 +290,15 @@ def to_remeasure(links: list[list[str]], clear: list[list[str]],
     """The links a retest round measures again: the suspect ones no key's
     evidence settles (a pair clearly slow on one rail is not re-measured
     for its whole-node key either: that rail explains it), and those `again`
-    (slow once where transient hits could explain it: not suspects yet)."""
+    (slow once where transient hits could explain it: not suspects yet).
+    A pair settled on its whole-node key only (no rail named) is measured
+    again where a rail key still asks about it (`again` naming a rail):
+    which of its rails is the slow route is not settled (a rail's first
+    value was a high artefact, its second one low value)."""
+    rail_settled = {frozenset(x[:2]) for x in clear if len(x) > 2}
     settled = {frozenset(x[:2]) for x in clear}
-    return [x for x in [*links, *again] if frozenset(x[:2]) not in settled]
+    return [x for x in [*links, *again]
+            if frozenset(x[:2]) not in (rail_settled if len(x) > 2 and x in again else settled)]
 
 
 def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict[str, set[str]],
