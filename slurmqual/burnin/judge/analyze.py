@@ -413,7 +413,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     nodes, parts = _judge_nodes(run, results, model, p)
     held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems)
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
-    links, clear, again = _links_of(results)
+    links, clear, again = _links_of(results, run.by_key, p)
     keep_decided(nodes, rounds.decided if rounds else {})
     guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems)
     if guard.tripped:
@@ -638,12 +638,18 @@ def _decide_retests(nodes: dict[str, dict], results: dict[str, KeyResult], tests
     return _Held(budget, cap0, budget_held, slow_held, below)
 
 
-def _links_of(results: dict[str, KeyResult]) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+def _links_of(results: dict[str, KeyResult], by_key: dict[str, list[Measurement]],
+              p: Params) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
     """Every key's suspect links (each once), the links the evidence
-    settles, and the links to measure once more, sorted."""
-    links = sorted(link for r in results.values() for link in r.links)
+    settles, and the links to measure once more, sorted. A route settled
+    on the whole-node key is named with the one rail whose key never read
+    it healthy (fabricmodel.link_rails)."""
+    from .fabricmodel import link_rails
+
+    railed = link_rails(results, by_key, p.alpha)
+    links = sorted([*(link for r in results.values() for link in r.links), *railed])
     links = [list(x) for x in dict.fromkeys(tuple(x) for x in links)]
-    clear = sorted(link for r in results.values() for link in r.clear)
+    clear = sorted([*(link for r in results.values() for link in r.clear), *railed])
     again = sorted(link for r in results.values() for link in r.again)
     return links, clear, again
 

@@ -36,7 +36,10 @@ This module holds what ties the keys together:
   lower than that rail explains, is named and failed;
 - `model_switches`: the stage analyze() runs before judging any key: the
   switches found on each key, divided out of the others, and per key the
-  pairs they bound and the nodes behind them (a `SwitchModel`).
+  pairs they bound and the nodes behind them (a `SwitchModel`);
+- `link_rails`: a route settled slow on the whole-node key runs over one
+  rail: the one rail key on which that pair never read at or above the
+  line names it.
 
 Everything is linear in the pairs through the switches found.
 """
@@ -49,10 +52,12 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..records import split_key
 from .components import MIN_NODES, SwitchFinding, attribute
+from .noise import one_sided_z
 from .pairs import PairGraph, link_values, top_level
 
 if TYPE_CHECKING:
     from ..records import Measurement, Params
+    from .pairs import KeyResult
     from .topology import Topology
 
 # A NIC explains a node's whole-node level when that level is at most this
@@ -352,3 +357,48 @@ def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology |
             graphs[key] = g
             behind_of[key] = behind_slow(g.adj, on[key], paths, rail, p.threshold)
     return model
+
+
+def link_rails(results: dict[str, "KeyResult"], by_key: dict[str, list["Measurement"]],
+               alpha: float) -> list[list[str]]:
+    """The rail of each link the whole-node key settles (slow twice, or
+    clearly: pairs.suspect_links' `clear`) that no rail key names: a route
+    is on one rail, and every rail of the run measures the pair too. The
+    rail left is the one on which the pair never read at or above its
+    key's line, every other rail having read it there at least once (a
+    route at 0.6 reads 0.9 only by a draw 50% high); with one value below
+    the line it is named, [a, b, rail], and settled. A repeat far above its
+    key's healthy level (past the fleet margin over its links: a busbw over
+    the line rate) is no reading, as in pairs.suspect_links. Two rails left
+    (or none, or an end failing on that rail: its NIC, not a route) name
+    nothing. A route at 0.68 on mlx5_1 read 1.447 and 0.667 there and 0.70
+    and 0.68 on the whole-node key; another rail read the pair 1.04 and 0.62
+    (a transient hit): the whole-node link was named, its rail never."""
+    kinds = {k: split_key(k) for k in results}
+    rails = {k: nic for k, (_t, topo, nic) in kinds.items() if topo == "rail" and nic}
+    wanted = {(x[0], x[1]) for k, r in results.items() if kinds[k][1] == "pair" for x in r.clear}
+    if not wanted or len(rails) < 2:
+        return []
+    wanted -= {(x[0], x[1]) for k in rails for x in results[k].links}
+    wanted |= {(b, a) for a, b in wanted}
+    if not wanted:
+        return []
+    seen: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for k, nic in rails.items():
+        r = results[k]
+        cap = r.median * (1 + one_sided_z(alpha, r.info.get("pairs", 1)) * r.noise)
+        for m in by_key.get(k, ()):
+            if m.nodes in wanted:
+                vals = seen.setdefault(tuple(sorted(m.nodes)), {}).setdefault(nic, [])
+                if m.busbw <= cap:
+                    vals.append(m.busbw)
+    out = []
+    for (a, b), per in sorted(seen.items()):
+        left = [k for k, nic in rails.items() if not any(v >= results[k].line for v in per.get(nic, ()))]
+        if len(left) != 1:
+            continue
+        k = left[0]
+        if any(v < results[k].line for v in per.get(rails[k], ())) and \
+                "fail" not in (results[k].verdicts.get(a), results[k].verdicts.get(b)):
+            out.append([a, b, rails[k]])
+    return out
