@@ -676,15 +676,22 @@ class Conviction:
             for q, v in adj[n]:
                 if q in convicted or q in skip or not self.suspect(q):
                     continue
-                others = [w for r, w in adj[q] if r != n and r not in convicted]
-                if others and v >= self.est(others) * (1 - OUTLIER_Z * self.sigma * math.sqrt(2)):
+                if self._partners_low(n, q, v):
                     explained += len(self.g.repeats[(n, q) if n < q else (q, n)])
                 else:
                     asked.append(q)
             return self.slow_rule(vals, self.est(vals), explained, self.each(n, asked))
         if len(clean) == 1 and len(adj[n]) - len(skip) >= 2:
             q, v = clean[0]
-            every = [w for r, w in adj[n] if r not in skip]
+            # Its other pairs back the one clean pair only where they are
+            # its lows, not its partners': a partner (suspect or convicted)
+            # that reads as low without `n` explains its pair with `n`, as
+            # above. A healthy node whose partners were a slow node and a
+            # NIC at 0.8, its one clean pair hit (0.85), read "every pair
+            # below the line" and was drained (runsim, 48 nodes).
+            every = [v] + [w for r, w in adj[n] if r not in skip and r != q and not self._partners_low(n, r, w)]
+            if len(every) < 2:
+                return False
             # The one pair that is evidence of `n` alone must show its level:
             # far below its other pairs (left out of `kept`) it is a hit or a
             # link, and the rest is its suspect partners' (a healthy node of a
@@ -695,6 +702,13 @@ class Conviction:
                 not self.hit_by_transients(every, self.est(every)) and \
                 (q in self.trusted or any(w >= self.line for r, w in adj[q] if r != n and r not in convicted))
         return False
+
+    def _partners_low(self, n: str, q: str, v: float) -> bool:
+        """Does partner `q` read as low as its pair with `n` (`v`) without
+        `n` (its other pairs, partners not convicted; within a pair
+        difference's outlier margin)? Then the pair shows `q`'s level, not `n`'s."""
+        others = [w for r, w in self.g.adj[q] if r != n and r not in self.convicted]
+        return bool(others) and v >= self.est(others) * (1 - OUTLIER_Z * self.sigma * math.sqrt(2))
 
     def _push_around(self, n: str, heap: list) -> None:
         """Re-check the partners of a new convict and theirs (their suspects changed)."""
