@@ -103,6 +103,27 @@ class Paths:
         return switch in la or switch in lb
 
 
+def whole_node_units(topology, rails_tested: bool) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Where a run has whole-node tests only and the topology is a per-rail
+    fabric map (no node leaves): each node's unit (the nodes that share
+    every rail leaf: a scalable unit in a rail-optimised fabric) as the
+    switch the whole-node key is searched by, and each unit's rail leaves.
+    A whole-node pair runs over all of a node's rail leaves, so a slow rail
+    leaf slows its unit's whole-node pairs, and which rail it is the
+    whole-node key cannot tell: a unit found slow names all its leaves.
+    Without this, no switch was looked for on that key and a slow rail
+    leaf drained every node behind it (a map and the default burnin.rails
+    = []). Empty where the run tests rails (their keys find the leaf) or
+    the topology gives node leaves."""
+    if rails_tested or topology.node_switch or not topology.rail_switch:
+        return {}, {}
+    leaves: dict[str, set[str]] = {}
+    for (n, _rail), sw in topology.rail_switch.items():
+        leaves.setdefault(n, set()).add(sw)
+    unit = {n: "+".join(sorted(ls)) for n, ls in leaves.items()}
+    return unit, {u: u.split("+") for u in set(unit.values())}
+
+
 Divided = dict[str, dict[tuple[str, str], dict[str, float]]]  # key -> pair -> {switch: its factor there}
 
 
@@ -326,9 +347,13 @@ def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology |
     paths = model.paths = Paths(topology)
     net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
            if split_key(k)[1] in ("pair", "rail") and not (fleet_level or {}).get(k)}
+    unit, unit_leaves = whole_node_units(topology, any(r is not None for r in net.values()))
     for key, rail in sorted(net.items()):
+        whole = rail is None and bool(unit)
         by_key[key], found, graphs[key] = attribute(key, by_key[key],
-                                                    topology.leaves(rail).get, p)
+                                                    (unit if whole else topology.leaves(rail)).get, p)
+        if whole:  # a unit found slow: one of its rail leaves, each named
+            found = [replace(f, switch=s) for f in found for s in unit_leaves[f.switch]]
         findings += found
     explained, changed, divided = explain_switches(by_key, findings, paths, p, net)
     for key in changed:
