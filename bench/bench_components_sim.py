@@ -52,9 +52,14 @@ NIC at 0.8; slow routes at 5% and at 8% noise. Then a timing row: 16,384
 nodes x 8 rails, whole-node and per-rail lines, analysed with the fabric map.
 
 Usage: python3 bench/bench_components_sim.py [--seeds N] [--sizes 512,4096] [--seed-base N] [--family F]
-       [--only new|old] [--timing-only] [--no-timing] [--scenarios N] [--pick SEED,...]
+       [--only new|old|heldout] [--timing-only] [--no-timing] [--scenarios N] [--pick SEED,...]
 The issue 22 sweep of docs/BENCHMARKS.md: --only new --no-timing --scenarios 100 --seed-base B
 (seeds B..B+99 in every family; --pick replays listed scenarios of that set).
+The held-out check (--only heldout, families named "H ..."): what the families fix and a field
+does not (fleet sizes 32, 96, 2,048, 48, 160; the fabric map, Slurm's topology.conf or no
+topology; whole-node + per-rail, whole-node only or per-rail only; a slow spine plane, two slow
+leaves, a leaf with NICs behind it, failed tests and dead tasks, 5% student-t noise, 20% of
+nodes slow, a clean fleet); docs/BENCHMARKS.md "Held-out check".
 """
 
 from __future__ import annotations
