@@ -677,7 +677,8 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         members: dict[str, frozenset] = {}
         for (x, _r), sw in fabric.leaf.items():
             members[sw] = members.get(sw, frozenset()) | {x}
-        slow_members = {members[sw] for sw, f in fabric.switch.items() if f < 1.0 and sw in members}
+        slow_members = {members[sw] for sw, f in fabric.switch.items() if f < 1.0 and sw in members} | \
+            {members[sw] for (_x, r), sw in fabric.leaf.items() if r in fabric.spine}
         slow_sw |= {fabric.named_as(sw) for sw, m in members.items() if m in slow_members} - {None}
 
     def seen_switch(f: float) -> float:

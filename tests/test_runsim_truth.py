@@ -119,3 +119,10 @@ def test_whole_node_tests_only_tolerate_the_units_other_rail_leaves_named():
     t = runsim.truth(f, whole_node_round(f))
     assert t.must_switch == {"su1-rail0"} and t.slow_switches == {"su1-rail0", "su1-rail1"}
     assert runsim.truth(f, first_round(f)).slow_switches == {"su1-rail0"}  # rails tested: they tell
+
+
+def test_whole_node_tests_only_tolerate_every_leaf_of_a_unit_under_a_slow_spine_plane():
+    f = runsim.rail_fabric(8, 2, 4)
+    f.spine["mlx5_1"] = 0.75
+    assert runsim.truth(f, whole_node_round(f)).slow_switches == {"su0-rail0", "su0-rail1", "su1-rail0", "su1-rail1"}
+    assert "su0-rail0" not in runsim.truth(f, first_round(f)).slow_switches
