@@ -629,7 +629,10 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     for x in fabric.nodes:
         if x in healthy or fabric.healthy(x):
             continue
-        worst = min([fabric.gpu.get(x, 1.0) if fabric.whole_node else 1.0] + [seen_end(fabric, x, r, sigma) for r in fabric.rails])
+        ends = [seen_end(fabric, x, r, sigma) for r in fabric.rails]
+        if not rails_measured and fabric.combine == "mean":
+            ends = [sum(ends) / len(ends)]  # whole-node tests only, adaptive routing: the rails' mean
+        worst = min([fabric.gpu.get(x, 1.0) if fabric.whole_node else 1.0] + ends)
         if worst < THRESHOLD - 2 * sigma or x not in tested:
             never_pass.add(x)
         for r in fabric.rails:

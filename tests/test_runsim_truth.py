@@ -126,3 +126,13 @@ def test_whole_node_tests_only_tolerate_every_leaf_of_a_unit_under_a_slow_spine_
     f.spine["mlx5_1"] = 0.75
     assert runsim.truth(f, whole_node_round(f)).slow_switches == {"su0-rail0", "su0-rail1", "su1-rail0", "su1-rail1"}
     assert "su0-rail0" not in runsim.truth(f, first_round(f)).slow_switches
+
+
+def test_whole_node_tests_only_with_adaptive_routing_do_not_hold_a_nic_at_0_8_to_never_pass():
+    f = runsim.rail_fabric(8, 8, 4)
+    f.nic[("gpu00002", "mlx5_3")] = 0.8   # (7 + 0.8) / 8 = 0.975 on the whole-node key
+    f.combine = "mean"
+    assert "gpu00002" not in runsim.truth(f, whole_node_round(f)).never_pass
+    assert "gpu00002" in runsim.truth(f, first_round(f)).never_pass   # its rail key shows it
+    f.combine = "min"
+    assert "gpu00002" in runsim.truth(f, whole_node_round(f)).never_pass
