@@ -65,3 +65,32 @@ def test_a_healthy_nic_left_undecided_is_not_drained_once_its_lows_are_re_measur
     run = runsim.play(fabric, seed, rails, setup)
     r = runsim.judge(runsim.truth(fabric, run.first), run, rails)
     assert r["false"] == 0, r["why"]
+
+
+def test_a_nic_is_one_of_every_rails_nics_when_the_rails_tails_are_pooled():
+    # The chance that a healthy NIC reads as low as a node's does is counted
+    # over every NIC of the pooled rails (nodes x rails), not one rail's nodes.
+    from slurmqual.burnin.judge.pairs import judge_at, pool_tails
+    from slurmqual.burnin.records import Params
+
+    f = fleet(64, "student-t", 0.08, 0.01, rails=4)
+    graphs = [link_values(rail_lines(f, 7, rail)) for rail in f.rails]
+    pool = pool_tails(graphs, Params())
+    assert pool[2] == 4
+    g = graphs[0]
+    c = judge_at(g, node_scores(g, set()), set(), first_fleet(g), Params(), frozenset(), pool)
+    assert c.hits.nodes == 4 * len(g.adj)
+
+
+def test_a_healthy_nic_with_five_low_values_of_six_in_a_small_fleet_is_not_drained():
+    # bench_components_sim "links, 8% noise", base 9001, seed 9041: 64 nodes x
+    # 8 rails, student-t 8%: a healthy NIC read 0.70-0.83 on five of its six
+    # values over two rounds (about one in 400 per rail, one in 50 over 8
+    # rails); held to one rail's 64 nodes it was drained in round 2.
+    from bench_components_sim import FAMILIES
+
+    fam = next(x for x in FAMILIES if x.name == "links, 8% noise")
+    fabric, rails, setup = runsim.scenario(fam, 9001, 9041)
+    run = runsim.play(fabric, 9041, rails, setup)
+    r = runsim.judge(runsim.truth(fabric, run.first), run, rails)
+    assert r["false"] == 0, r["why"]

@@ -809,11 +809,15 @@ def judge_at(g: PairGraph, score: dict, convicted: set[str], fleet: float, p: "P
         sigma = math.ceil(healthy_noise(g, score, convicted, p.threshold, p.noise_floor) * 1000 - 1e-9) / 1000
         hits = transients(g, score, convicted, line, fleet, sigma)
     if pool is not None:
-        hits = replace(hits, pool=pool[0], pool_total=pool[1])
+        # A healthy NIC reading this low is looked for among every NIC of
+        # the pooled rails, not one rail's: a run with 8 rails judges 8 NICs
+        # per node, and held per rail, a 64-node student-t fleet at 8% drained a
+        # healthy NIC whose six values read 0.70-0.83 (one in 400 per rail).
+        hits = replace(hits, pool=pool[0], pool_total=pool[1], nodes=hits.nodes * pool[2])
     return Conviction(g, line, sigma, near_line(score, line, sigma), convicted, trusted, p.threshold, hits, p.alpha)
 
 
-Pool = tuple[tuple[float, ...], int]  # sorted tail ratios, sample size
+Pool = tuple[tuple[float, ...], int, int]  # sorted tail ratios, sample size, keys pooled
 
 
 def first_fleet(g: PairGraph) -> float:
@@ -838,14 +842,15 @@ def pool_tails(graphs: Iterable[PairGraph], p: "Params") -> Pool:
     of one test), pooled: each key's healthy pairs below its line, as
     ratios to its own level, and the sample sizes summed. A healthy node's
     low pairs on one rail are judged by how often the whole fabric's
-    healthy pairs read that low, not only its rail's 100-200."""
+    healthy pairs read that low, not only its rail's 100-200; and counted
+    over the keys pooled (a NIC is one of nodes x rails)."""
     tails, total = [], 0
     for g in graphs:
         if g.value:
             t = first_tail(g, first_fleet(g), p)
             tails.append(t.tail)
             total += t.total
-    return tuple(heapq.merge(*tails)), total
+    return tuple(heapq.merge(*tails)), total, len(tails)
 
 
 def convict(g: PairGraph, fleet: float, pinned: bool, p: "Params", trusted: frozenset[str],
