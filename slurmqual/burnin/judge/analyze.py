@@ -836,7 +836,7 @@ def next_round_plan(nodes: dict[str, dict], suspect_links: list[list[str]], clea
     valid or not; how often each pair was measured (valid tests only)."""
     from .plan import met_of, next_round, repeats_of
 
-    links = to_remeasure(suspect_links, clear_links, remeasure_links)
+    links = to_remeasure(suspect_links, clear_links, remeasure_links, rails_open=True)
     pairs = [m for m in measurements if len(m.nodes) == 2]
     # How often each suspect link was measured (next_round asks only about
     # those): its lines, not every pair's (a pass over 237,568 lines at 16k x 8).

@@ -922,6 +922,12 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     # a hit and a fine value in healthy NICs' levels (two drained in 100
     # per-rail fleets at 5% noise).
     z_again = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value))) if within else math.inf
+    # A link already measured twice, slow both times within the margins, gets
+    # its third value on every key, rail keys too: the rounds give a link up
+    # to LINK_VALUES values (plan.py), and a route at 0.55-0.62 that read
+    # 0.49-0.68 and 0.62-0.79 was dropped unsettled on rail keys. Only pairs
+    # a round measured again are asked (no healthy rail pair's single low value).
+    z_twice = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value)))
     healthy = level or line
     artefact = healthy * (1 + z_link * sigma)
     repeated = 0
@@ -982,7 +988,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
                 continue
             if min(vs) >= healthy * (1 - z_link * sigma) or max(vs) >= healthy * (1 - z_repeat * sigma):
                 # Slow twice, neither value past its margin: a third settles it.
-                if _ends_below(g, a, b, sum(vs) / 2, convicted, end_cut, 1 - z_again * sigma / math.sqrt(2)):
+                if _ends_below(g, a, b, sum(vs) / 2, convicted, end_cut, 1 - z_twice * sigma / math.sqrt(2)):
                     again.append([a, b])
                 continue
             v, z, r_eff = max(vs), z_repeat, 1
@@ -1023,7 +1029,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             if r >= 2 or (v < healthy * (1 - z_clear * sigma) and away <= 0):
                 clear.append([a, b])
         elif r < LINK_VALUES and _ends_below(g, a, b, sum(vs) / r, convicted, end_cut,
-                                             1 - z_again * sigma / math.sqrt(r)):
+                                             1 - (z_again if r == 1 else z_twice) * sigma / math.sqrt(r)):
             # Past the fleet's margin but within its ends' (a healthy end at
             # 0.95 asks a route to read under 0.61 at 8% noise): measured again.
             again.append([a, b])
