@@ -156,52 +156,74 @@ def explain_switches(by_key: dict[str, list["Measurement"]], findings: list[Swit
         level = top_level(g, set(), p.threshold)
         if not level:
             continue
-        # The switches each pair goes through (of those to explain here).
-        via: dict[tuple[str, str], list[str]] = {}
-        for pair in g.value:
-            hit = [s for s in todo if paths.through(pair[0], pair[1], rail, s, found[s].kind)]
-            if hit:
-                via[pair] = hit
+        via = _pairs_via(g, todo, found, paths, rail)
         if not via:
             continue
-        factor: dict[str, float] = {}
-        for s in todo:
-            mine = [pair for pair, ss in via.items() if s in ss]
-            alone = [pair for pair in mine if len(via[pair]) == 1]
-            use = alone if len(alone) >= MIN_NODES else mine
-            nodes = {n for pair in mine for n in pair if s in paths.leaves(n, rail)}
-            if len(use) < MIN_NODES or len(nodes) < MIN_NODES:
-                continue
-            f = median(g.value[pair] / level for pair in use)
-            if f < 1.0:
-                factor[s] = f
-                if f < p.threshold:
-                    more.append(SwitchFinding(s, key, found[s].kind, f, len(nodes), len(mine)))
+        factor = _switch_factors(g, via, todo, found, paths, rail, level, key, p, more)
         if not factor:
             continue
-        # A whole-node pair is as fast as its slowest rail path; on one rail
-        # its switches' effects multiply.
-        scale: dict[tuple[str, str], float] = {}
-        mine_divided = divided.setdefault(key, {})
-        for pair, ss in via.items():
-            fs = [factor[s] for s in ss if s in factor]
-            if fs:
-                mine_divided[pair] = {s: factor[s] for s in ss if s in factor}
-                if rail is None:
-                    scale[pair] = min(fs)
-                else:
-                    x = 1.0
-                    for f in fs:
-                        x *= f
-                    scale[pair] = x
-        out = []
-        for m in ms:
-            a, b = m.nodes
-            f = scale.get((a, b) if a < b else (b, a))
-            out.append(replace(m, busbw=m.busbw / f) if f else m)
-        by_key[key] = out
+        by_key[key] = _divided_out(ms, via, factor, rail, divided.setdefault(key, {}))
         changed.add(key)
     return more, changed, divided
+
+
+def _pairs_via(g: PairGraph, todo: list[str], found: dict[str, SwitchFinding], paths: Paths,
+               rail: str | None) -> dict[tuple[str, str], list[str]]:
+    """The switches each pair goes through (of those to explain here)."""
+    via: dict[tuple[str, str], list[str]] = {}
+    for pair in g.value:
+        hit = [s for s in todo if paths.through(pair[0], pair[1], rail, s, found[s].kind)]
+        if hit:
+            via[pair] = hit
+    return via
+
+
+def _switch_factors(g: PairGraph, via: dict[tuple[str, str], list[str]], todo: list[str],
+                    found: dict[str, SwitchFinding], paths: Paths, rail: str | None, level: float, key: str,
+                    p: "Params", more: list[SwitchFinding]) -> dict[str, float]:
+    """Each switch's effect on this key: the median ratio to the healthy
+    `level` of the pairs through it (through it alone where MIN_NODES such
+    pairs exist), over MIN_NODES of its nodes at least. Effects below the
+    line are findings on this key too (appended to `more`)."""
+    factor: dict[str, float] = {}
+    for s in todo:
+        mine = [pair for pair, ss in via.items() if s in ss]
+        alone = [pair for pair in mine if len(via[pair]) == 1]
+        use = alone if len(alone) >= MIN_NODES else mine
+        nodes = {n for pair in mine for n in pair if s in paths.leaves(n, rail)}
+        if len(use) < MIN_NODES or len(nodes) < MIN_NODES:
+            continue
+        f = median(g.value[pair] / level for pair in use)
+        if f < 1.0:
+            factor[s] = f
+            if f < p.threshold:
+                more.append(SwitchFinding(s, key, found[s].kind, f, len(nodes), len(mine)))
+    return factor
+
+
+def _divided_out(ms: list["Measurement"], via: dict[tuple[str, str], list[str]], factor: dict[str, float],
+                 rail: str | None, mine_divided: dict[tuple[str, str], dict[str, float]]) -> list["Measurement"]:
+    """`ms` with each pair's switches divided out, recording them per pair
+    in `mine_divided`. A whole-node pair is as fast as its slowest rail
+    path; on one rail its switches' effects multiply."""
+    scale: dict[tuple[str, str], float] = {}
+    for pair, ss in via.items():
+        fs = [factor[s] for s in ss if s in factor]
+        if fs:
+            mine_divided[pair] = {s: factor[s] for s in ss if s in factor}
+            if rail is None:
+                scale[pair] = min(fs)
+            else:
+                x = 1.0
+                for f in fs:
+                    x *= f
+                scale[pair] = x
+    out = []
+    for m in ms:
+        a, b = m.nodes
+        f = scale.get((a, b) if a < b else (b, a))
+        out.append(replace(m, busbw=m.busbw / f) if f else m)
+    return out
 
 
 def pairs_through(adj: dict[str, list[tuple[str, float]]], findings: list[SwitchFinding], paths: Paths,
