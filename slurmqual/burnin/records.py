@@ -251,8 +251,9 @@ class GpuMeasurement:
 
     @classmethod
     def from_dict(cls, d: dict) -> "GpuMeasurement":
-        from ..names import check_node_list
-
+        fast = _fast_gpu(cls, d)
+        if fast is not None:
+            return fast
         nodes = d.get("nodes")
         if type(nodes) is not list or len(nodes) != 1:
             raise ValueError("a per-GPU measurement names exactly one node: 'nodes': [\"gpu001\"]")
@@ -302,3 +303,37 @@ class GpuMeasurement:
         """``GPU 3 (0000:9b:00.0)`` / ``GPU 3 (serial 1652...)``."""
         where = self.pci or (f"serial {self.serial}" if self.serial else None)
         return f"GPU {self.gpu}" + (f" ({where})" if where else "")
+
+
+def _fast_gpu(cls, d: dict) -> "GpuMeasurement | None":
+    """The common GPU line (one node already seen valid, ok, a finite value,
+    int or absent task, retest and errors, short strings) with the same
+    checks and the same record as GpuMeasurement.from_dict, without a
+    frozen dataclass's per-field __setattr__: a 1,024-node run with 8 GPUs,
+    two tools and several runs has 100,000-300,000 such lines, each read
+    twice per analysis (runner.load_run, then judge). Anything else (None)
+    takes the full path, which raises the errors."""
+    if cls is not GpuMeasurement:
+        return None
+    nodes, gpu, test, value = d.get("nodes"), d.get("gpu"), d.get("test"), d.get("value")
+    if type(nodes) is not list or len(nodes) != 1 or type(nodes[0]) is not str or nodes[0] not in _GOOD_NAMES \
+            or type(gpu) is not int or not 0 <= gpu < 1024 or type(test) is not str or not test or ":" in test \
+            or d.get("ok", True) is not True or type(value) is not float or not 0 <= value <= MAX_VALUE:
+        return None  # (value <= MAX_VALUE is False for nan and inf)
+    errors, unit, task, retest = d.get("errors"), d.get("unit", ""), d.get("task"), d.get("retest")
+    if (errors is not None and (type(errors) is not int or errors < 0)) or type(unit) is not str or len(unit) > 200 \
+            or (task is not None and type(task) is not int) or (retest is not None and type(retest) is not int):
+        return None
+    strs = []
+    for name in ("gpu_model", "pci", "serial"):
+        v = d.get(name)
+        if v is None:
+            strs.append(None)
+        elif type(v) is not str or len(v) > 200:
+            return None
+        else:
+            strs.append(v.strip() or None)
+    m = _new(cls)
+    m.__dict__.update(nodes=(nodes[0],), gpu=gpu, test=test, value=value, unit=unit, errors=errors, ok=True,
+                      gpu_model=strs[0], pci=strs[1], serial=strs[2], task=task, retest=retest)
+    return m
