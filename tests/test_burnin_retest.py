@@ -348,3 +348,31 @@ def test_requalify_retest_meets_the_references_its_first_round_left_unpaired(tmp
     rec = rundir.load_stage(out["run_dir"], 1)
     met = {q for rnd in first for _s, q in rnd}
     assert rec["suspects"] == [swapped] and {q for rnd in rec["rounds"] for _s, q in rnd} == set(refs) - met
+
+
+def test_a_node_no_round_re_measured_is_not_said_to_be_still_below_after_the_rounds(tmp_path):
+    """Four nodes below the line within the noise and a budget of two: the
+    two the budget leaves out of the round are not "still below the line
+    after 1 retest round(s)" (no round measured them): the reason says
+    that no round re-measured them."""
+    cfg = config(tmp_path, rounds=1)
+    slow = {"gpu0003": 0.88, "gpu0006": 0.875, "gpu0009": 0.88, "gpu0012": 0.87}
+    run_dir = new_run(tmp_path, cfg, Fabric(net=slow, noise=0.03))
+    a = analyse(cfg, run_dir, Recorder())
+    retested = set(rundir.load_stage(run_dir, 1)["suspects"])
+    left = {n for n in slow if a.nodes[n]["verdict"] == "untested"}
+    assert retested and left and not retested & left
+    run_round(run_dir, 1, Fabric(net=slow, noise=0.03), seed=6, errored=True)
+    # the last round's analysis job, as the run's judges it: with the round state (rounds spent)
+    plan, raw, _versions = runner.load_run(run_dir)
+    adapter = Recorder()
+    state = retest.round_state(run_dir, lambda: adapter, None, plan["scope"], [], 1)
+    a = runner.judge(cfg, raw, plan["scope"], {}, None, state)
+    a.retest = retest.settle(cfg, run_dir, plan, raw, a, 1, lambda: adapter, log=lambda _m: None, state=state)
+    assert state.last and a.retest["final"] is True
+    for n in left:
+        assert a.nodes[n]["verdict"] == "untested"
+        assert a.nodes[n]["why"].startswith("below the line within the noise; none of the 1 retest round(s) "
+                                            "re-measured it"), a.nodes[n]["why"]
+    for n in retested:
+        assert a.nodes[n]["why"] == "still below the line within the noise after 1 retest round(s)"

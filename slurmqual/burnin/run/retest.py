@@ -265,7 +265,17 @@ def _settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_
             f"task jobs {','.join(nxt['tasks'].values())}, analysis job {nxt['analysis']}")
         return section
     if done >= max_rounds and retest:
-        _undecided(analysis, retest, f"still below the line within the noise after {done} retest round(s)")
+        # Only a node a round re-measured is "still" below after the rounds:
+        # the others were left out of every round (by the retest budget, or
+        # first below the line in the last), and the reason says so.
+        met = {n for s in submitted(run_dir) for rnd in s.get("rounds") or [] for pair in rnd for n in pair}
+        again = [n for n in retest if n in met or not done]
+        never = [n for n in retest if n not in again]
+        if again:
+            _undecided(analysis, again, f"still below the line within the noise after {done} retest round(s)")
+        if never:
+            _undecided(analysis, never, f"below the line within the noise; none of the {done} retest round(s) "
+                                        "re-measured it (the retest budget kept others, or it fell below in the last)")
     if done >= max_rounds:
         analysis.retest_plan = []
     return section
