@@ -250,7 +250,7 @@ class Jobs:
             self.reasons[n] = reason
 
 
-def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool) -> Config:
+def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool, seed: int = 0) -> Config:
     data = validate(parse_toml(b"", "<defaults>"), "<defaults>")
     b = data["burnin"]
     b.update(run_dir=run_dir, topology=map_path, rails=list(fabric.rails) if rails else [],
@@ -258,12 +258,27 @@ def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool) -> Con
     if not fabric.whole_node:
         b.update(tests=[])
     if fabric.gpus:
-        # The fleet's run-to-run GPU noise known (a stored burn-in with
-        # burnin.gpu_runs = "auto", or set by the site): the first round's
-        # runs per tool as runner.gpu_runs sizes them from it.
+        # The fleet's run-to-run GPU noise known from its last burn-in
+        # (burnin.gpu_runs = "auto"): the first round's runs per tool as
+        # runner.gpu_runs sizes them from what that run's analysis recorded.
         b.update(gpu_tests=list(GPU_TOOLS), gpus_per_node=fabric.gpus,
-                 gpu_runs=gpujudge.runs_needed(fabric.gpu_noise, b["threshold"], fabric.gpus))
+                 gpu_runs=gpujudge.first_runs(previous_gpu_noise(fabric, seed), b["threshold"], fabric.gpus))
     return Config(data, None, "sim")
+
+
+def previous_gpu_noise(fabric: Fabric, seed: int) -> dict[str, float]:
+    """The GPU keys' noise the store holds from the fleet's previous burn-in
+    (a first burn-in: every GPU tool once on every node), as the analysis
+    job records it (analyze()'s `noise`, what Store.fleet_noise returns and
+    runner.gpu_runs sizes the first round by): the fleet's own estimate,
+    its tail included, not the simulator's true noise. Its own draws."""
+    from slurmqual.burnin.judge.analyze import analyze
+    from slurmqual.burnin.records import from_dicts
+
+    rng = random.Random(f"previous burn-in:{seed}")
+    raw = [d for tool in GPU_TOOLS for d in gpu_tool_lines(fabric, tool, list(fabric.nodes), 0, "", rng)]
+    a = analyze([m for m in from_dicts(raw)], list(fabric.nodes))
+    return {k: v for k, v in a.noise.items() if gpujudge.is_gpu_key(k)}
 
 
 # -- the GPU tools' outputs, as the tools print them ----------------------------------
@@ -479,7 +494,7 @@ def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
         map_path = os.path.join(tmp, text[0])
         with open(map_path, "w") as fh:
             fh.write(text[1])
-    config = site_config(os.path.join(tmp, "runs"), fabric, map_path, rails)
+    config = site_config(os.path.join(tmp, "runs"), fabric, map_path, rails, seed)
     cfg = config["burnin"]
     topo = topology.from_config(cfg["topology"])
     jobs = Jobs()

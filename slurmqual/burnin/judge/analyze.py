@@ -777,7 +777,9 @@ def _key_summary(results: dict[str, KeyResult], medians: dict[str, float],
                     "verdicts": {v: sum(1 for x in r.verdicts.values() if x == v) for v in VERDICT_ORDER}}
                 for k, r in results.items()}
     keys_out.update(gpu_keys)
-    noise.update({k: v["noise"] for k, v in gpu_keys.items()})
+    # A GPU key's noise as its tail reaches (gpus.tail_noise): what the store
+    # keeps for sizing the next burn-in's first round (runner.gpu_runs).
+    noise.update({k: v.get("tail_noise", v["noise"]) for k, v in gpu_keys.items()})
     return noise, keys_out
 
 
