@@ -194,7 +194,10 @@ def test_a_small_heavy_tailed_fleet_drains_no_healthy_node_over_its_rounds():
 def test_a_rail_key_is_judged_with_the_tail_of_the_runs_other_rails(seed, healthy):
     # 128 healthy nodes x 8 rails, student-t(3) at 8%: one rail's 192 pairs
     # show too little of the tail for the node whose pairs landed in it (that
-    # rail judged alone drains it), the run's 8 rails together show plenty.
+    # rail judged alone drained it), the run's 8 rails together show plenty.
+    # Judged alone, its rail now retests it too: its lowest pair is also its
+    # partner's, fine elsewhere, and the two left are not clearly low
+    # (Conviction.link_low); the pooled judgement must still not drain it.
     f = fleet(128, "student-t", 0.08, 0.0, rails=8, su=16)
     ms = [m for i, rail in enumerate(f.rails) for m in rail_lines(f, seed * 10 + i, rail)]
     alone = {}
@@ -202,10 +205,10 @@ def test_a_rail_key_is_judged_with_the_tail_of_the_runs_other_rails(seed, health
         part = [m for m in ms if m.rail == rail]
         r = judge_pairs(part[0].key, part, Params())
         alone.update({n: rail for n, v in r.verdicts.items() if v == "fail"})
-    assert list(alone) == [healthy]
+    assert list(alone) == []
     a = analyze(ms)
     assert [n for n, v in a.nodes.items() if v["verdict"] == "fail"] == []
-    assert a.nodes[healthy]["keys"][f"ib_write_bw:rail:{alone[healthy]}"]["verdict"] in ("retest", "untested")
+    assert {k["verdict"] for k in a.nodes[healthy]["keys"].values()} <= {"pass", "retest", "untested"}
 
 
 def test_links_at_8pct_drain_no_healthy_nic_over_the_rounds():
