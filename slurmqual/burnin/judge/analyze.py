@@ -430,7 +430,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
     links, clear, again = _links_of(results, run.by_key, p)
     keep_decided(nodes, rounds.decided if rounds else {})
-    guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems)
+    guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems, topology)
     if guard.tripped:
         _unpass_in_held_run(nodes, results, run, parts, p)
     below, slowdown = _below_baselines(nodes, baselines, {k: r.noise for k, r in results.items()}, p, guard,
@@ -679,22 +679,61 @@ class _Guard:
     tripped: bool
 
 
+#: Fewest nodes failing one rail alone, with no switch known for it, that
+#: read as one shared part: a leaf serves 8-32 nodes of a rail-optimised fabric.
+SHARED_RAIL_MIN = 8
+
+
+def unmapped_shared_rail(nodes: dict[str, dict], would: list[str], rails: set[str],
+                         topology) -> tuple[str, int, int] | None:
+    """A rail on which many nodes fail that rail alone, with no switch the
+    run's topology names for them, far more than fail any other rail: one
+    shared part (a leaf, a spine plane, a patch panel) the run cannot see,
+    not that many NICs at once. Independent NIC faults spread over the
+    rails; a rail with more than 4x the other rails' mean plus 4 (and at
+    least SHARED_RAIL_MIN) is not them. Returns (rail, nodes, most on
+    another rail) or None."""
+    per_rail: dict[str, int] = {}
+    for n in would:
+        nics = nodes[n].get("failed_nics") or []
+        if len(nics) == 1 and (topology is None or topology.leaf_of(n, nics[0]) is None):
+            per_rail[nics[0]] = per_rail.get(nics[0], 0) + 1
+    if not per_rail:
+        return None
+    rail = max(sorted(per_rail), key=lambda r: per_rail[r])
+    others = [c for r, c in per_rail.items() if r != rail]
+    mean_other = sum(others) / max(1, len((rails | set(per_rail)) - {rail}))
+    if per_rail[rail] >= SHARED_RAIL_MIN and per_rail[rail] > 4 * mean_other + 4:
+        return rail, per_rail[rail], max(others, default=0)
+    return None
+
+
 def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[str, KeyResult], p: Params,
-                  held: _Held, problems: list[str]) -> _Guard:
+                  held: _Held, problems: list[str], topology=None) -> _Guard:
     """A run that would drain too much of the fleet drains nothing: too
-    many fails, a fleet split in two levels on a key, or retests the budget
-    could not decide without that (_decide_retests) are a fabric problem
-    (or a bug), not bad nodes. Says which, once."""
+    many fails, a fleet split in two levels on a key, many nodes failing
+    one rail alone with no switch known for them (unmapped_shared_rail), or
+    retests the budget could not decide without that (_decide_retests) are
+    a fabric problem (or a bug), not bad nodes. Says which, once."""
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     cap = max(p.guard_min, int(p.guard_fraction * tested))
     tripped = len(would) > cap or bool(held.budget_held)
+    rails = {split_key(k)[2] for k in results if split_key(k)[1] == "rail"}
+    shared = None if tripped else unmapped_shared_rail(nodes, would, rails, topology)
+    tripped = tripped or shared is not None
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:
         tripped = True
         problems.append("blast-radius guard: the fleet is split in two levels (" +
                         ", ".join(f"{k}: {c} nodes clearly above the median of the rest" for k, c in sorted(split.items())) +
                         "); draining none: suspect a fabric-wide problem")
+    elif shared:
+        rail, count, most = shared
+        problems.append(f"blast-radius guard: {count} nodes fail on rail {rail} alone (at most {most} on any other "
+                        "rail) and the run's topology names no switch for them: one shared part (a leaf, a spine "
+                        "plane, cabling), not that many NICs; draining none: give the burn-in a fabric map "
+                        "(slurmqual fabric map) so it can name the switch")
     elif len(would) > cap:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
