@@ -94,6 +94,12 @@ class PairGraph:
     # The unconvicted first pass's (fleet level, noise, tail): `first_tail`
     # reads it for the pool of a run's rail keys, `convict` starts from it.
     _first: tuple | None = field(default=None, repr=False)
+    # Whether a node's lowest pair may be set aside as one slow link's
+    # (`Conviction.link_low`): on whole-node keys; not on rail keys, where a
+    # NIC slow by a little reads low with every partner, each of whom reads
+    # fine elsewhere, and the rule would leave it undecided round after round
+    # and name the node instead of the NIC (judge_pairs sets it per key).
+    link_lows: bool = field(default=True, repr=False)
     # What `transients` asks on every conviction pass (27 per run at 16k x 8
     # rails), once per graph: the nodes whose pairs may leave them not fine
     # elsewhere near a line, with their pairs' (sum, count); the pairs under it.
@@ -686,6 +692,8 @@ class Conviction:
         read 0.76, 0.85 and 0.64 (a slow route; its other end read 0.95 and
         0.90 elsewhere), was drained just past the 3-pair margin, and the
         route was never named."""
+        if not self.g.link_lows or not pairs:
+            return False
         q, v = min(pairs, key=lambda x: x[1])
         if v >= self.line:
             return False
@@ -1099,6 +1107,7 @@ def judge_pairs(key: str, ms: list["Measurement"], p: "Params", level: float | N
     run (how many healthy links `suspect_links` may measure again); `within`:
     whether a link within one value's margin is measured again (not on rail keys)."""
     g = graph if graph is not None else link_values(ms)
+    g.link_lows = within
     convicted, score, fleet, judge, above, split = _settle_level(g, p, level, trusted, pool)
     line, sigma = judge.line, judge.sigma
     bounded = bounding(through, judge, top_level(g, set(), p.threshold)) if through else {}
