@@ -177,43 +177,84 @@ def _across(order: list[str], switch_of: dict[str, str], count: int, used: set[f
 
 def retest_plan(suspects: list[str], good: list[str], partners: int = 2,
                 met: dict[str, set[str]] | None = None,
-                switch_of: dict[str, str] | None = None, avoid: Iterable[str] = ()) -> list[list[Pair]]:
+                switch_of: dict[str, str] | None = None, avoid: Iterable[str] = (),
+                present: Iterable[str] = (), twins: dict[str, set[str]] | None = None) -> list[list[Pair]]:
     """`partners` rounds pairing each suspect with a different proven-good
     node per round; no good node twice in a round. Partners it has `met`
     before come last, then good nodes to `avoid` (behind a switch found
     slow: a pair through it reads the switch, not the suspect), then
     partners under a switch it already met someone under (a new switch
-    separates the node from its old partners' switch and uplinks)."""
+    separates the node from its old partners' switch and uplinks). Among
+    partners as good as each other, one already in the round comes first:
+    a good node `present` anyway (an end of a link measured again) or
+    another suspect's partner in an earlier round of the plan. Each node
+    in a retest round is a node-job (a rerun); one partner serving a
+    suspect per round serves as many suspects as there are rounds, and
+    the same evidence costs a third fewer nodes. `twins`: the other ends of
+    a suspect's links: their new partners count as met (each end of a
+    link is shown fine elsewhere by partners of its own)."""
     if not good:
         return []
     met = met or {}
     switch_of = switch_of or {}
     avoid = set(avoid)
+    is_good = set(good)
+    # Good nodes already in the round, in the order they came (a list: the
+    # plan is the same on every run of the same analysis).
+    here = list(dict.fromkeys(g for g in present if g in is_good))
+    in_round = set(here)
     out: list[list[Pair]] = []
     seen = {s: set(met.get(s, ())) for s in suspects}
+    twins = twins or {}
+    chosen: dict[str, set[str]] = {s: set() for s in suspects}
+    best_rank = (False, False, False)
     for r in range(partners):
         used: set[str] = set()
         pairs = []
         for i, s in enumerate(suspects):
             switches = {switch_of.get(q) for q in seen[s]} - {None}
-            start = (i + r * len(suspects)) % len(good)
-            # The first free good node from `start` on, by rank (not met,
-            # under a new switch); a scan that stops at the first of rank
-            # (False, False), not a sort of the whole fleet per suspect.
-            first: dict[tuple[bool, bool, bool], str] = {}
-            for k in range(len(good)):
-                g = good[(start + k) % len(good)]
+            mine = seen[s]
+            if twins.get(s):
+                mine = mine.union(*(chosen.get(t, ()) for t in twins[s]))
+
+            def rank(g: str) -> tuple[bool, bool, bool]:
+                return g in mine, g in avoid, switch_of.get(g) in switches
+
+            # A node already in the round, the best by rank (scan stops at
+            # the first of the best rank).
+            near, near_rank = None, None
+            for g in here:
                 if g in used or g == s:
                     continue
-                rank = (g in seen[s], g in avoid, switch_of.get(g) in switches)
-                first.setdefault(rank, g)
-                if rank == (False, False, False):
-                    break
-            if first:
-                g = first[min(first)]
-                used.add(g)
-                seen[s].add(g)
-                pairs.append((s, g))
+                k = rank(g)
+                if near_rank is None or k < near_rank:
+                    near, near_rank = g, k
+                    if k == best_rank:
+                        break
+            choice = near
+            if near_rank != best_rank:
+                start = (i + r * len(suspects)) % len(good)
+                # The first free good node from `start` on, by rank (not met,
+                # under a new switch); a scan that stops at the first of rank
+                # (False, False, False), not a sort of the whole fleet per suspect.
+                first: dict[tuple[bool, bool, bool], str] = {}
+                for k in range(len(good)):
+                    g = good[(start + k) % len(good)]
+                    if g in used or g == s:
+                        continue
+                    first.setdefault(rank(g), g)
+                    if rank(g) == best_rank:
+                        break
+                if first and (near_rank is None or min(first) < near_rank):
+                    choice = first[min(first)]
+            if choice is not None:
+                used.add(choice)
+                seen[s].add(choice)
+                chosen[s].add(choice)
+                pairs.append((s, choice))
+                if choice not in in_round:
+                    in_round.add(choice)
+                    here.append(choice)
         out.append(pairs)
     return out
 
@@ -323,6 +364,11 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     (retest.settle says why)."""
     st = state or RoundState()
     out_of = set(st.unavailable) | {n for n, d in st.decided.items() if not d.get("held")}
+    rails = set(rail_suspects(nodes))
+    # A node failing now (not for a rail still open) is settled: it is
+    # drained, and no later round pins a job to it, nor re-measures its
+    # links (new partners and a held drain bought no answer).
+    out_of |= {n for n, v in nodes.items() if v["verdict"] == "fail" and n not in rails}
     links = [(a, b) for a, b, *_rail in suspect_links
              if (repeats or {}).get(frozenset((a, b)), 1) < LINK_VALUES and not {a, b} & out_of]
     links = list(dict.fromkeys(tuple(sorted(p)) for p in links))
@@ -330,15 +376,22 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     # partners would tell nothing the link's own repeat does not (they
     # cost four node-jobs per end: with heavy-tailed noise, a thousand
     # ambiguous links per fleet reran half of it). An end not passing meets them.
-    suspects = sorted({n for n, v in nodes.items() if v["verdict"] == "retest"} | set(rail_suspects(nodes))
+    suspects = sorted({n for n, v in nodes.items() if v["verdict"] == "retest"} | rails
                       | {n for p in links for n in p if nodes.get(n, {}).get("verdict") != "pass"})
     suspects = [n for n in suspects if n not in out_of]
     good = sorted((set(trusted) | {n for n, v in nodes.items() if v["verdict"] == "pass"}) - out_of - set(suspects))
     # A partner behind a switch found slow gives a pair bounded by that
     # switch (fabricmodel.bounded_ends): no evidence of the suspect's level.
     behind = [n for n in good if nodes.get(n, {}).get("behind_suspect_switch")]
+    twins: dict[str, set[str]] = {}
+    for a, b in links:
+        twins.setdefault(a, set()).add(b)
+        twins.setdefault(b, set()).add(a)
+    # The passing ends of the links measured again are in the round anyway:
+    # as partners they cost no node-job more.
     rounds_ = [[list(p) for p in rnd] for rnd in
-               retest_plan(suspects, good, st.partners, met=met, switch_of=st.switch_of, avoid=behind) if rnd]
+               retest_plan(suspects, good, st.partners, met=met, switch_of=st.switch_of, avoid=behind,
+                           present=[n for p in links for n in p], twins=twins) if rnd]
     busy: list[set[str]] = []
     again: list[list[list[str]]] = []
     for a, b in links:  # the link itself again: a node once per round
