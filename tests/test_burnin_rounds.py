@@ -551,3 +551,64 @@ def test_slurm_unreadable_an_analysis_by_hand_is_final_only_when_the_run_dir_say
     r.job(1, capsys)  # the run's analysis job of its last round: analysis.json says the run ended
     seen = r.by_hand(capsys)
     assert seen["retest"]["final"] is True and "interim" not in seen["retest"]
+
+
+def test_a_link_an_earlier_analysis_cleared_stays_cleared_unless_measured_again(tmp_path, monkeypatch, capsys):
+    """A route at 0.5 is clear on its one value in the first analysis (no
+    other clearly low pair between nodes fine elsewhere). The retest round
+    of a node at 0.86 then shows a new clearly low pair elsewhere (that
+    node, fine now, with one partner): judged again on the same value, the
+    route was no longer clear (pairs.suspect_links' `away`), and the rounds
+    spent, it was dropped unsettled (links 8% seeds 5014 and 5026 of the
+    packed plan). A settled link stays settled, as a decided fail stays
+    fail (retest-<k>.json `cleared`); measured again, its new values decide."""
+    from slurmqual.burnin.judge.plan import groups, rounds
+
+    nodes = names(32)
+    route = sorted(rounds(groups(nodes, 16)[0], 3)[1][3])  # a pair the first round measures
+    slow = "gpu0020"
+    r = Run(tmp_path, monkeypatch, nodes, rounds=1)
+    r.measure_first(Fabric(net={slow: 0.86}, link={frozenset(route): 0.5}, noise=0.03), seed=2)
+    _rc, a0 = r.job(0, capsys)
+    assert a0["suspect_links"] == a0["clear_links"] == [route] and a0["nodes"][slow]["verdict"] == "retest"
+    rec = rundir.load_stage(r.dir, 1)
+    assert rec["cleared"] == [route] and frozenset(route) not in pairs_of(rec["rounds"])
+    assert retest.carried_links(rundir.stages(r.dir)) == [route]
+    # a later round measuring the route again: its new values decide, nothing is carried
+    assert retest.carried_links([rec, dict(rec, round=2, cleared=[], rounds=[[route]])]) == []
+    partner = next(q for rnd in rec["rounds"] for p in rnd if slow in p for q in p if q != slow)
+    r.measure_round(1, Fabric(link={frozenset(route): 0.5, frozenset((slow, partner)): 0.5}, noise=0.03), seed=5)
+    _rc, a1 = r.job(1, capsys)
+    assert a1["nodes"][slow]["verdict"] == "pass"
+    assert route in a1["suspect_links"] and route in a1["clear_links"]
+    assert not [x for x in a1["problems"] if "not settled" in x and "-".join(route) in x]
+    # the same measurements judged without the run's records: the new low pair unsettles it
+    a = runner.judge(r.cfg, runner.load_run(r.dir)[1], nodes, {})
+    assert route in a.suspect_links and route not in a.clear_links
+
+
+def test_a_cleared_link_a_later_round_unsettles_is_measured_again_while_rounds_remain(tmp_path, monkeypatch, capsys):
+    """The run above with two rounds: the route cleared on its one value in
+    the first analysis is unsettled by round 1's new clearly low pair, and
+    a round is left: it is measured again (its next values decide), not
+    carried. Carried, a one-value clear was never measured again, and a
+    round that showed the fleet has such pairs asked nothing (noise-only
+    links stayed named; a route named on the whole-node key kept its slow
+    rail from ever being measured again: links 8% seeds 5007, 5046)."""
+    from slurmqual.burnin.judge.plan import groups, rounds
+
+    nodes = names(32)
+    route = sorted(rounds(groups(nodes, 16)[0], 3)[1][3])
+    slow = "gpu0020"
+    r = Run(tmp_path, monkeypatch, nodes, rounds=2)
+    r.measure_first(Fabric(net={slow: 0.86}, link={frozenset(route): 0.5}, noise=0.03), seed=2)
+    _rc, a0 = r.job(0, capsys)
+    assert a0["suspect_links"] == a0["clear_links"] == [route]
+    rec = rundir.load_stage(r.dir, 1)
+    assert rec["cleared"] == [route] and frozenset(route) not in pairs_of(rec["rounds"])
+    partner = next(q for rnd in rec["rounds"] for p in rnd if slow in p for q in p if q != slow)
+    r.measure_round(1, Fabric(link={frozenset(route): 0.5, frozenset((slow, partner)): 0.5}, noise=0.03), seed=5)
+    _rc, a1 = r.job(1, capsys)
+    assert route in a1["suspect_links"] and route not in a1["clear_links"]
+    assert frozenset(route) in pairs_of(a1["retest_plan"])
+    assert frozenset(route) in pairs_of(rundir.load_stage(r.dir, 2)["rounds"])

@@ -430,6 +430,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
     links, clear, again = _links_of(results, run.by_key, p)
     keep_decided(nodes, rounds.decided if rounds else {})
+    links, clear = keep_cleared(nodes, links, clear, rounds.cleared if rounds and rounds.last else [])
     guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems, topology)
     if guard.tripped:
         _unpass_in_held_run(nodes, results, run, parts, p)
@@ -910,6 +911,30 @@ def keep_decided(nodes: dict[str, dict], decided: dict[str, dict]) -> None:
             v.update(verdict="fail", key=d.get("key"), score=d.get("score"), failed_nics=d.get("failed_nics", []))
             v.pop("why", None)
         v["decided_in"] = d.get("round", 0)
+
+
+def keep_cleared(nodes: dict[str, dict], links: list[list[str]], clear: list[list[str]],
+                 cleared: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """Rounds spent (the caller passes `cleared` only to the analysis of the
+    last round): a link an earlier analysis of the run cleared, not measured
+    since (plan.RoundState.cleared), stays a cleared suspect link, as a
+    decided fail stays fail: a new clearly low pair elsewhere among the last
+    round's pairs unsettled it on the same values, and with no round left it
+    was dropped unsettled. While rounds remain, a cleared link the new pairs
+    unsettle is measured again instead: a clear on one value rests on the
+    fleet showing no other clearly low pair (pairs.suspect_links' `away`),
+    and a round that shows one asks the question again (carried, such
+    links were never measured again: noise-only links stayed named, and a
+    link named on the whole-node key kept its rail from being found). Not
+    where an end fails now: its low pairs are that node's."""
+    have = {tuple(x) for x in links}
+    settled = {tuple(x) for x in clear}
+    add = [x for x in cleared if tuple(x) not in settled
+           and not any(nodes.get(n, {}).get("verdict") == "fail" for n in x[:2])]
+    if not add:
+        return links, clear
+    return (sorted([*links, *(list(x) for x in add if tuple(x) not in have)]),
+            sorted([*clear, *(list(x) for x in add)]))
 
 
 def _behind(n: str, keys: dict, parts: dict[str, tuple], found_in: dict[str, set[str]], paths) -> list[str]:

@@ -271,12 +271,16 @@ class RoundState:
     or by someone else, or down), `switch_of` the leaf map partners are
     chosen by (None: the analysis' topology), `partners` per suspect;
     `last`: the run's retest rounds are spent (this analysis judges the
-    last one): no round can decide a `retest` node any more."""
+    last one): no round can decide a `retest` node any more. `cleared`: the
+    suspect links an earlier analysis settled (its `clear_links`) that no
+    later round measured again: in the last round's analysis they stay
+    settled, as a decided fail stays fail (analyze.keep_cleared)."""
     decided: dict[str, dict] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     switch_of: dict[str, str] | None = None
     partners: int = 2
     last: bool = False
+    cleared: list[list[str]] = field(default_factory=list)
 
 
 def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:

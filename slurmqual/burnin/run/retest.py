@@ -53,16 +53,18 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
     from ...slurm import SlurmError
 
     decided: dict[str, dict] = {}
-    for st in rundir.stages(run_dir):
+    stages = rundir.stages(run_dir)
+    for st in stages:
         for n, d in (st.get("decided") or {}).items():
             if isinstance(d, dict):  # the latest record; the round that first decided it
                 first = decided.get(n, d).get("round")
                 decided[n] = dict(d, round=first, held=n in (st.get("suspects") or ()) and st.get("state") == "submitted")
+    cleared = carried_links(stages)
     unavailable: dict[str, str] = {}
     wanted = set(scope)
     last = max_rounds > 0 and max((s["round"] for s in submitted(run_dir)), default=0) >= max_rounds
     if adapter_of is None:  # no rounds in this run (or no Slurm to ask)
-        return RoundState(decided, unavailable, switch_of, last=last)
+        return RoundState(decided, unavailable, switch_of, last=last, cleared=cleared)
     try:
         for i in adapter_of().node_info():
             if i.name in wanted and (i.drained or i.state in ("down", "future", "unknown")):
@@ -70,7 +72,25 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
                     f"{': ' + i.reason if i.reason else ''}"
     except (SlurmError, OSError) as exc:
         problems.append(f"node states unreadable ({exc}): the retest plan leaves out only this run's own fails")
-    return RoundState(decided, unavailable, switch_of, last=last)
+    return RoundState(decided, unavailable, switch_of, last=last, cleared=cleared)
+
+
+def carried_links(stages: list[dict]) -> list[list[str]]:
+    """The links an earlier analysis of the run cleared (recorded in the round
+    it submitted, `cleared`) that no round since measured again: they stay
+    cleared. A later analysis judging them on the same values undid them
+    (a new clearly low pair elsewhere in the fleet, pairs.suspect_links'
+    `away`) and, rounds spent, dropped them unsettled: a settled question
+    asked again with no new answer. Measured again, the new values decide."""
+    latest: dict[tuple[str, ...], int] = {}  # link -> the last round whose record carried it
+    for st in stages:
+        for x in st.get("cleared") or ():
+            if isinstance(x, list) and len(x) >= 2 and all(isinstance(y, str) for y in x):
+                latest[tuple(x)] = st["round"]
+    again = [(st["round"], {frozenset(p) for rnd in st.get("rounds") or () for p in rnd if len(p) == 2})
+             for st in stages]
+    return [list(x) for x, k in latest.items()
+            if not any(r >= k and frozenset(x[:2]) in pairs for r, pairs in again)]
 
 
 def suspects_in(rounds: list[list[list[str]]]) -> list[str]:
@@ -114,13 +134,14 @@ class RetestSubmitError(Exception):
 
 def submit_round(config, adapter, run_dir: str, plan: dict, stage: int,
                  rounds: list[list[list[str]]], gpu: dict[str, list[str]] | None = None,
-                 decided: dict[str, dict] | None = None) -> dict:
+                 decided: dict[str, dict] | None = None, cleared: list[list[str]] | None = None) -> dict:
     """Submit retest round `stage`: pinned task jobs (the run's partition,
     reservation and job names) and an analysis job depending on them. The
     record goes to retest-<stage>.json before the first sbatch (`submitting`)
     and after the last (`submitted`). Any failure or interruption cancels what
     was submitted and records `failed`/`cancelled` with the reason;
-    `decided`: the fails the analysis submitting it decided (they stay fail). `gpu`
+    `decided`: the fails the analysis submitting it decided (they stay fail),
+    `cleared`: the suspect links it settled (they stay settled unless measured again). `gpu`
     (node -> GPU tools, gputask.retest_tools): the suspects whose GPUs run
     their tools again in this round."""
     from .runner import JobLines, submit_jobs
@@ -129,7 +150,8 @@ def submit_round(config, adapter, run_dir: str, plan: dict, stage: int,
     suspects = suspects_in(rounds)
     record = {"round": stage, "of": plan.get("max_retest_rounds", 0), "state": "submitting", "time": time.time(),
               "suspects": suspects, "rounds": rounds, "groups": groups, "tasks": {}, "analysis": None,
-              "gpu": {n: tools for n, tools in (gpu or {}).items() if n in suspects}, "decided": decided or {}}
+              "gpu": {n: tools for n, tools in (gpu or {}).items() if n in suspects}, "decided": decided or {},
+              "cleared": [list(x) for x in cleared or ()]}
     write_stage(run_dir, record)
     lines = JobLines(config, plan["run_id"], run_dir, plan.get("partition"), plan.get("reservation"),
                      bool(plan.get("rounds")))
@@ -227,7 +249,7 @@ def _settle(config, run_dir: str, plan: dict, raw: list[dict], analysis, follow_
                 from .gputask import retest_tools
 
                 nxt = submit_round(config, adapter_of(), run_dir, plan, done + 1, rounds, retest_tools(analysis.nodes),
-                                   decided=decisions(analysis, done))
+                                   decided=decisions(analysis, done), cleared=analysis.clear_links)
             except RetestSubmitError as exc:
                 analysis.problems.append(f"retest round {done + 1} of {max_rounds} could not be submitted: {exc}; "
                                          f"{', '.join(retest) or 'its suspects'} stay retest (not drained); "
