@@ -612,3 +612,37 @@ def test_a_cleared_link_a_later_round_unsettles_is_measured_again_while_rounds_r
     assert route in a1["suspect_links"] and route not in a1["clear_links"]
     assert frozenset(route) in pairs_of(a1["retest_plan"])
     assert frozenset(route) in pairs_of(rundir.load_stage(r.dir, 2)["rounds"])
+def test_a_link_settled_on_the_whole_node_key_alone_is_measured_again_to_name_its_rail():
+    """A route at 0.6 on one rail at 8% noise with 2% transient hits,
+    per-rail and whole-node tests both run: the whole-node pair (gated by
+    that rail) is clear on its one value, and every rail read the pair below
+    its line once (the route's 0.67 within its key's margin, the others'
+    hits and draws at 0.76-0.86), so no rail is named, by its own key or by
+    elimination (fabricmodel.link_rails). The whole-node key says a cable
+    between the two is slow; only a rail key says which, so the pair is
+    measured again on those rails (analyze.rail_questions); its second value
+    names mlx5_1. Settled by the whole-node key alone, it was never measured
+    again and the cable to replace never named (links 8% seeds 5001, 5053,
+    5054 of the packed plan)."""
+    from fleet import RailFabric
+    from slurmqual.burnin.judge.plan import groups, rounds
+
+    nodes = names(64)
+    rails = [f"mlx5_{i}" for i in range(4)]
+    leaf = {(x, r): f"su0-r{j}" for x in nodes for j, r in enumerate(rails)}
+    plan = [rounds(g, 3) for g in groups(nodes, 16)]
+    link = sorted(plan[1][1][2])
+    fabric = RailFabric(rails, leaf, link={(frozenset(link), "mlx5_1"): 0.6}, noise=0.08, transient=0.02)
+    ms = run_rails(plan, fabric, seed=48, whole_node=True)
+    a = analyze(ms)
+    assert [x for x in a.clear_links if sorted(x[:2]) == link] == [link]
+    assert not [x for x in a.suspect_links if sorted(x[:2]) == link and len(x) > 2]
+    for r in rails:
+        value = [m.busbw for m in ms if sorted(m.nodes) == link and m.rail == r]
+        assert len(value) == 1 and value[0] < a.keys[f"ib_write_bw:rail:{r}"]["line"]
+    assert [*link, "mlx5_1"] in a.remeasure_links
+    assert frozenset(link) in pairs_of(a.retest_plan)
+    assert replan(a, [m.to_dict() for m in ms]) == a.retest_plan
+    after = analyze(ms + run_rails([a.retest_plan], fabric, seed=101, whole_node=True))
+    assert [x for x in after.suspect_links if sorted(x[:2]) == link and len(x) > 2] == [[*link, "mlx5_1"]]
+    assert [*link, "mlx5_1"] in after.clear_links

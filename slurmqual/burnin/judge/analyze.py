@@ -429,6 +429,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems)
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
     links, clear, again = _links_of(results, run.by_key, p)
+    again = sorted([*again, *(x for x in rail_questions(clear, results, model.graphs, run.by_key) if x not in again)])
     keep_decided(nodes, rounds.decided if rounds else {})
     links, clear = keep_cleared(nodes, links, clear, rounds.cleared if rounds and rounds.last else [])
     guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems, topology)
@@ -911,6 +912,34 @@ def keep_decided(nodes: dict[str, dict], decided: dict[str, dict]) -> None:
             v.update(verdict="fail", key=d.get("key"), score=d.get("score"), failed_nics=d.get("failed_nics", []))
             v.pop("why", None)
         v["decided_in"] = d.get("round", 0)
+
+
+def rail_questions(clear: list[list[str]], results: dict[str, KeyResult], graphs: dict,
+                   by_key: dict[str, list[Measurement]]) -> list[list[str]]:
+    """[a, b, rail] for each pair the whole-node key settles (`clear`) while
+    no rail key names one of its rails, on each rail that reads it below
+    that key's line: measured again (`remeasure_links`, plan.to_remeasure)
+    until a rail key names the cable, as many times as any link
+    (plan.LINK_VALUES). The whole-node key says a cable between the two is
+    slow, the rails say which: at 8% noise a route at 0.6 read 0.69 and
+    0.46 on its rail, named on neither value's margin, settled by the
+    whole-node key and never measured a third time. Where every rail reads
+    the pair above its line, the rails have answered (not a cable of theirs)."""
+    rail_named = {frozenset(x[:2]) for x in clear if len(x) > 2}
+    whole = [tuple(x[:2]) for x in clear if len(x) == 2 and frozenset(x[:2]) not in rail_named]
+    out: list[list[str]] = []
+    if not whole:
+        return out
+    for key, r in sorted(results.items()):
+        _test, topo, nic = split_key(key)
+        if topo != "rail":
+            continue
+        g = graphs.get(key) or link_values(by_key[key])
+        for a, b in whole:
+            v = g.value.get((a, b), g.value.get((b, a)))
+            if v is not None and v < r.line:
+                out.append([a, b, nic])
+    return out
 
 
 def keep_cleared(nodes: dict[str, dict], links: list[list[str]], clear: list[list[str]],
