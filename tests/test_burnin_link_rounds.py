@@ -88,15 +88,19 @@ def test_a_healthy_pair_measured_three_times_is_named_only_when_slow_on_every_va
     # links 5% whole-node, seed 5027 (256 nodes, student-t, 1% transients):
     # two healthy pairs picked out by one low value read 0.74, 0.85, 0.96 and
     # 0.81, 0.63, 1.17 over the rounds; their medians, below three values'
-    # margin, named them as cables.
+    # margin, named them as cables. With the packed rounds (other partners,
+    # so other draws) that scenario measures no healthy pair three times;
+    # seed 5025 (512 nodes) does: a healthy pair reads about 0.82, 0.82, 0.94
+    # of the healthy level, its median below three values' margin.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_burnin_sim import FAMILIES
 
     fam = next(x for x in FAMILIES if x.name == "links 5%, whole-node")
-    fabric, rails, setup = runsim.scenario(fam, 5001, 5027)
-    run = runsim.play(fabric, 5027, rails, setup)
+    fabric, rails, setup = runsim.scenario(fam, 5001, 5025)
+    run = runsim.play(fabric, 5025, rails, setup)
     r = runsim.judge(runsim.truth(fabric, run.first), run, rails)
     assert r["right"] and r["noise_links"] == 0, (r["why"], run.analysis.suspect_links)
+    assert frozenset(("gpu00339", "gpu00372")) not in {p for p, _r in fabric.route}
 
 
 def _whole_node_first_round(run: runsim.RunResult) -> list[Measurement]:
