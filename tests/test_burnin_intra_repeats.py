@@ -54,11 +54,25 @@ def _analysis(slow: float, retests: int):
     return runner.judge(config, [runner._measurement(d, "sim") for d in lines], f.nodes, {}, None)
 
 
-@pytest.mark.parametrize("retests", [1, 2])
-def test_a_node_below_the_line_on_every_repeated_intra_run_fails(retests):
-    a = _analysis(0.83, retests)
+def test_a_node_below_the_line_on_three_repeated_intra_runs_fails():
+    a = _analysis(0.83, 2)
     assert a.nodes[SLOW]["keys"]["all_reduce:intra"]["verdict"] == "fail"
     assert not [x for x, v in a.nodes.items() if v["verdict"] == "fail" and x != SLOW]
+
+
+def test_two_runs_between_the_drain_line_and_the_line_are_not_enough():
+    # Two runs convicted a healthy node: bench_components_sim "links, 5%
+    # noise", seed base 5001, seed 5091 (64 nodes x 8 rails, student-t 5%):
+    # gpu00024's intra runs (the first round's and one retest round's) both
+    # read between the drain line and the line, and it was drained. Three
+    # runs, as in seed 9036, are what the rule asks.
+    assert _analysis(0.83, 1).nodes[SLOW]["keys"]["all_reduce:intra"]["verdict"] != "fail"
+    import bench_components_sim
+
+    fam = next(f for f in bench_components_sim.FAMILIES if f.name == "links, 5% noise")
+    fabric, rails, setup = runsim.scenario(fam, 5001, 5091)
+    run = runsim.play(fabric, 5091, rails, setup)
+    assert fabric.healthy("gpu00024") and "gpu00024" not in run.drained
 
 
 def test_one_run_never_convicts_and_repeats_near_the_line_do_not():

@@ -176,8 +176,9 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
     limit = p.alpha / MODEL_SAFETY
 
     def repeated_low(n: str) -> bool:
-        """Run again (a retest round reruns the intra test), every run
-        between the drain line and the line, the runs' median below the
+        """Run three times at least (the retest rounds rerun the intra
+        test; two runs there drained a healthy node of a student-t 5%
+        fleet, runsim seed 5091), every run between the drain line and the line, the runs' median below the
         line by their own margin (the noise of that many runs: the drain
         line's floor is for one straggling run). A GPU-side node at 0.83
         read 0.83 three times and ended untested (runsim, seed 9036: its
@@ -185,7 +186,7 @@ def _judge_single(key: str, ms: list[Measurement], p: Params, level: float | Non
         out). Runs below the drain line are the floor's rule's (a healthy
         node's two student-t runs at 0.49 and 0.67 of an 8%-noise fleet)."""
         vs = per[n]
-        return len(vs) >= 2 and drain <= min(vs) and max(vs) < line and \
+        return len(vs) >= 3 and drain <= min(vs) and max(vs) < line and \
             median(vs) < line * (1 - z * sigma / math.sqrt(len(vs)))
 
     def slow(n: str) -> bool:
