@@ -269,7 +269,9 @@ def _record_hardware(hook, node, state, ctx, config, log):
 
 def _act(hook, node, results, failed, state, ctx, config, log, enforce=None) -> int:
     if state is not None and state.swap is not None and not _requalifying(config, node):
-        return _hold_swapped(hook, node, state, config, log)
+        held = _hold_swapped(hook, node, state, config, log)
+        if held is not None:
+            return held
     if not failed and state is not None and state.drain is None and state.drain_known:
         # Passing epilog/healthcheck on a node we did not drain: nothing to give
         # back, so no slurmctld call (512 epilogs end together after a big job).
@@ -415,9 +417,10 @@ def _drain(hook, node, reason, info, adapter, config, log) -> bool | None:
     return True
 
 
-def _hold_swapped(hook, node, state, config, log) -> int:
+def _hold_swapped(hook, node, state, config, log) -> int | None:
     """A swapped part: the node takes no job until requalify passes it,
-    whatever its checks say now (a new GPU needs the slow checks and a burn-in)."""
+    whatever its checks say now (a new GPU needs the slow checks and a burn-in).
+    None: a requalify of the node started while this hook ran (judge it as usual)."""
     from . import hwid
     from .slurm import SlurmError, get_adapter
 
@@ -430,6 +433,11 @@ def _hold_swapped(hook, node, state, config, log) -> int:
         return 1 if hook == "prolog" else 0
     if info is not None and info.drained and info.reason in hwid.held_reasons(state.swap):
         return 1 if hook == "prolog" else 0
+    if _requalifying(config, node):
+        # requalify marked the node before it resumed it: a hook that read no
+        # marker and then saw the node resumed must not drain it under requalify.
+        log.info("%s %s: swapped, and its requalify started meanwhile: not drained", hook, node)
+        return None
     drained = _drain(hook, node, reason, info, adapter, config, log)
     return _prolog_rc(drained, info) if hook == "prolog" else 0
 

@@ -144,3 +144,39 @@ def test_hooks_keep_a_failed_requalifys_reason_on_a_swapped_node(tmp_path, monke
     assert run(monkeypatch, cfg, "healthcheck") == 0
     assert [c for c in calls(log)[n:] if c.startswith("update")] == []   # not turned back into the swap reason
     assert run(monkeypatch, cfg, "prolog") == 1
+
+
+def test_a_hook_that_sees_the_node_resumed_by_a_requalify_starting_meanwhile_does_not_drain_it(tmp_path, monkeypatch):
+    """The race of CI run 29: a health check read no requalify marker, then
+    requalify marked the node and resumed it, then the health check read the
+    node from Slurm (resumed) and drained it as swapped under requalify, whose
+    check step then could not run. Slurm is asked after the marker is written,
+    so a hook that sees the node resumed sees the marker too."""
+    from slurmqual.nodestate import fail_swap, requalify_dir
+
+    failure = "slurmqual: peermem: nvidia_peermem not loaded"
+    root, cfg, log = setup(tmp_path, state="IDLE+DRAIN", reason=failure, extra=HC)
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    set_gpu_serial(root, 0, "1652300000777")
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    fail_swap(str(tmp_path / "state"), "n1", failure)
+    # requalify starts while the next health check runs: its `scontrol show node`
+    # answers after requalify wrote its marker and resumed the node.
+    marker = os.path.join(requalify_dir(str(tmp_path / "state")), "n1.json")
+    scontrol = tmp_path / "bin" / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
+                        f'if [ "$1" = show ]; then mkdir -p {os.path.dirname(marker)}; '
+                        f'echo \'{{"node": "n1", "id": "rq", "pid": 1, "time": 0}}\' > {marker}; '
+                        f'echo "NodeName=n1 Arch=x86_64 State=IDLE+RESERVED Weight=1"; fi\n')
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert os.path.exists(marker)
+    assert [c for c in calls(log)[n:] if c.startswith("update")] == [], calls(log)[n:]
+    # Without the requalify the same resumed node is drained again as swapped.
+    os.unlink(marker)
+    scontrol.write_text(f'#!/bin/sh\necho "$*" >> {log}\n'
+                        f'if [ "$1" = show ]; then echo "NodeName=n1 Arch=x86_64 State=IDLE Weight=1"; fi\n')
+    n = len(calls(log))
+    assert run(monkeypatch, cfg, "healthcheck") == 0
+    assert any(c.startswith("update") and "reason=slurmqual: swap: GPU 0 serial" in c for c in calls(log)[n:]), \
+        calls(log)[n:]
