@@ -2,7 +2,9 @@
 tree of its target machine (NVIDIA GPUs and a driver, no InfiniBand, no
 NVSwitch, no Slurm) with the stand-in tools of tests/fakebin: the wheel in a
 fresh venv, config init, every check at every level, the hooks as slurmd runs
-them, and the per-GPU lines the burn-in task's own runner writes."""
+them, the per-GPU lines the burn-in task's own runner writes, and
+`slurmqual preflight --need 1` run as a one-node job runs it (no Slurm: srun is
+bench/device/bin/srun, squeue and scontrol are out of reach)."""
 
 from __future__ import annotations
 
@@ -117,6 +119,66 @@ def test_tool_lines_come_from_the_task_runner_and_burnin_parse(device_run):
     assert len(nccl) == 1 and nccl[0]["ok"] and nccl[0]["busbw"] > 0
     assert "intra-all_reduce_perf-" in part and re.search(r"ok; hosts \S+; \d+ rows", part)
     assert re.search(r"total \d+ s \(budget 480 s: within\)", text)
+
+
+def test_preflight_runs_as_a_one_node_job_and_chooses_the_node(device_run):
+    """The preflight step: job variables for this one node, srun the local
+    stand-in, --gpu-tools with the tools there; it passes and writes the
+    launcher's files naming this node; its GPU lines are what the tools' logs
+    say (parsed here by the burn-in's reader)."""
+    rc, text, work, _tools = device_run
+    part = section(text, "6. slurmqual preflight")
+    node = os.uname().nodename.split(".")[0]
+    assert rc == 0 and "NOT PASSING" not in part, part
+    assert re.search(r"\$ \S+/venv/bin/slurmqual preflight --need 1 --config \S+/preflight\.toml .*--gpu-tools", part)
+    m = re.search(r"slurmqual preflight --need 1: exit 0 in ([\d.]+) s$", part, re.M)
+    assert m and float(m.group(1)) < 90
+    out = os.path.join(work, "preflight")
+    files = {k: os.path.join(out, f"slurmqual-preflight-4343.{k}") for k in ("hosts", "nodelist", "master", "exclude")}
+    assert open(files["hosts"]).read().split() == [node] == open(files["master"]).read().split()
+    assert open(files["nodelist"]).read().strip() == node and open(files["exclude"]).read().strip() == ""
+    for k in ("hosts", "nodelist", "master", "exclude", "json"):
+        assert f"slurmqual-preflight-4343.{k}:" in part and f"slurmqual-preflight-4343.{k}: not written" not in part
+    report = json.load(open(os.path.join(out, "slurmqual-preflight-4343.json")))
+    assert report["exit_code"] == 0 and report["chosen"] == [node] and report["nodes"] == [node]
+    outcome = report["outcomes"][node]
+    assert outcome["verdict"] == "pass" and outcome["checks"] in ("pass", "warn", "error")
+    assert any("one-node allocation" in n and "gpu_burn" in n for n in outcome["notes"])
+    # no Slurm here: the preflight says it cannot list the job's steps, and goes on
+    assert any("cannot be listed" in n for n in report["notes"])
+    logs = os.path.join(out, "slurmqual-preflight-4343.logs")
+    assert "checks.log" in os.listdir(logs)
+    for tool in ("gpu_burn", "nvbandwidth"):
+        parsed = {(r.gpu, r.test): r.value for r in parse_file(os.path.join(logs, f"gpu-{tool}-{node}.log"), tool).readings}
+        mine = {(d["gpu"], d["test"]): d["value"] for d in report["measurements"] if d.get("tool") == tool}
+        assert parsed and mine == parsed, tool
+        assert {g for g, _t in mine} == {0, 1}
+        assert all(d["ok"] for d in report["measurements"] if d.get("tool") == tool)
+
+
+def test_preflight_step_marks_a_node_with_gpu_compare_errors_not_passing(tmp_path):
+    """The helper's preflight step on a node whose gpu_burn counts compare
+    errors on GPU 1: the one-node preflight fails it (exit 3, no hostfile)
+    and the step says NOT PASSING."""
+    from slurmqual import cli
+
+    node = os.uname().nodename.split(".")[0]
+    root = tree(tmp_path, gpu_box(), name="box")
+    tools = stand_in_tools(tmp_path / "tools")
+    (tmp_path / "tools" / "fabric.json").write_text(json.dumps({"gpu": {"count": 2, "errors": {node: {"1": 7}}}}))
+    init = tmp_path / "init.toml"
+    assert cli.main(["config", "init", "--root", root, "-o", str(init), "--no-verify"]) == 0
+    run_cfg = tmp_path / "run.toml"
+    env = dict(os.environ, PYTHONPATH=REPO, PATH=f"{os.path.join(REPO, 'bench', 'device', 'bin')}:/usr/bin:/bin",
+               SLURMQUAL_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, HELPER, "runconfig", str(init), str(run_cfg), "--work", str(tmp_path),
+                    "--root", root], check=True, env=env)
+    p = subprocess.run([sys.executable, HELPER, "preflight", "--config", str(run_cfg), "--work", str(tmp_path),
+                        "--tools-dir", tools, "--time", "40"], capture_output=True, text=True, env=env, timeout=200)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert re.search(r"preflight --need 1: exit 3 in [\d.]+ s   <-- NOT PASSING", p.stdout), p.stdout
+    assert re.search(rf"report: {node} fail .*gpu_burn GPU 1 burn: 7 compare errors", p.stdout), p.stdout
+    assert "slurmqual-preflight-4343.hosts: not written" in p.stdout
 
 
 def test_a_failing_check_is_reported_as_not_passing(tmp_path, capsys):

@@ -201,6 +201,36 @@ def test_a_node_without_a_valid_pair_is_untested_never_failed():
     assert out["n05"].verdict == "untested" and "n05" not in judge.drainable(out, a)
 
 
+def test_a_one_node_allocation_is_judged_on_its_checks_and_gpu_tools():
+    """One node has no partner: not `untested` for that. Its GPU lines are
+    the burn-in task's (gputask.lines_of) of the real H200 logs; a run with
+    no number leaves it untested, compare errors fail it."""
+    from slurmqual.burnin.read.gpuparse import parse_file
+    from slurmqual.burnin.run.gputask import lines_of
+
+    real = os.path.join(REPO, "tests", "data", "real", "device")
+    node = ["vm"]
+    burn = parse_file(os.path.join(real, "h200_gpu_burn_2026_tc_20s_task_log.txt"), "gpu_burn")
+    nvb = parse_file(os.path.join(real, "h200_nvbandwidth_v0.8_task_log.txt"), "nvbandwidth")
+    good = lines_of("gpu_burn", "vm", burn, 1, None, "g.log") + lines_of("nvbandwidth", "vm", nvb, 1, None, "n.log")
+    assert good and all(d["ok"] for d in good)
+    out = judge.outcomes(node, passing_reports(node), [], None, speed_reason)
+    assert out["vm"].verdict == "pass" and "no link to measure" in out["vm"].notes[0]
+    out = judge.outcomes(node, passing_reports(node), good, None, speed_reason)
+    assert out["vm"].verdict == "pass" and "gpu_burn, nvbandwidth" in out["vm"].notes[0]
+    hung = lines_of("gpu_burn", "vm", burn.__class__("gpu_burn"), 1, None, "g.log", "timed out after 20s")
+    out = judge.outcomes(node, passing_reports(node), hung + good[1:], None, speed_reason)
+    assert out["vm"].verdict == "untested" and "timed out after 20s" in out["vm"].notes[0]
+    bad = [dict(good[0], errors=3)] + good[1:]
+    out = judge.outcomes(node, passing_reports(node), bad, None, speed_reason)
+    assert out["vm"].verdict == "fail" and out["vm"].reason == "gpu_burn GPU 0 burn: 3 compare errors"
+    # two nodes, one failed its checks: the other's missing pair is still untested
+    two = nodes_of(2)
+    reports = passing_reports(two)
+    reports["n02"]["checks"][0]["status"] = "fail"
+    assert judge.outcomes(two, reports, [], None, speed_reason)["n01"].verdict == "untested"
+
+
 # -- the flow's pieces -------------------------------------------------------------------------
 
 def test_check_reports_read_from_the_real_node_reports_interleaved(tmp_path):

@@ -12,12 +12,17 @@
 #      builds them with this machine's CUDA (nothing is downloaded) and runs each
 #      briefly on every GPU through the burn-in task's own runner for this node
 #      and `slurmqual burnin parse`,
+#   6. runs `slurmqual preflight --need 1` as a one-node job would (job variables,
+#      srun: bin/srun, --gpu-tools with the tools built in 5): output, exit code,
+#      time and the files it writes (hostfile, node list, report),
 # and writes everything to one report file. Exit 0: every check passed or was
-# n/a and every hook exited 0; 1: something did not pass (see the report).
+# n/a, every hook exited 0 and the preflight chose the node; 1: something did
+# not pass (see the report).
 #
 # Usage (docs/REAL_HARDWARE.md):
 #   bench/device/check.sh [--out FILE] [--work DIR] [--python PY] [--wheel WHL] [--wheelhouse DIR]
 #       [--gpu-burn SRC] [--nccl-tests SRC] [--nvbandwidth SRC] [--nccl-home DIR] [--cuda-home DIR]
+#       [--boost PREFIX]   (a Boost with program_options for nvbandwidth, where the machine has none)
 #       [--tool-seconds N] [--runs N] [--budget SECONDS]
 #   Offline test mode (tests/test_device_check.py): --root TREE --tools DIR reads a
 #   recorded node tree instead of / and runs the tools already in DIR (stand-ins).
@@ -25,7 +30,7 @@ set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$REPO/bench/device"
 OUT="$PWD/device-report.txt"; WORK=""; PY=""; WHEEL=""; WHEELHOUSE=""; ROOT="/"; TOOLS=""
-GPU_BURN=""; NCCL_TESTS=""; NVBANDWIDTH=""; NCCL_HOME="${NCCL_HOME:-}"; CUDA_HOME="${CUDA_HOME:-}"
+GPU_BURN=""; NCCL_TESTS=""; NVBANDWIDTH=""; NCCL_HOME="${NCCL_HOME:-}"; CUDA_HOME="${CUDA_HOME:-}"; BOOST=""
 TOOL_SECONDS=20; RUNS=20; BUDGET=480
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -41,10 +46,11 @@ while [ $# -gt 0 ]; do
         --nvbandwidth) NVBANDWIDTH=$2; shift ;;
         --nccl-home) NCCL_HOME=$2; shift ;;
         --cuda-home) CUDA_HOME=$2; shift ;;
+        --boost) BOOST=$2; shift ;;
         --tool-seconds) TOOL_SECONDS=$2; shift ;;
         --runs) RUNS=$2; shift ;;
         --budget) BUDGET=$2; shift ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "check.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
     esac
     shift
@@ -157,7 +163,12 @@ if [ -z "$TOOLS" ]; then
     else say "gpu-burn: no source tree given (--gpu-burn SRC): untested"; fi
     if [ -n "$NVBANDWIDTH" ]; then
         rm -rf "$WORK/src-nvbandwidth"; cp -r "$NVBANDWIDTH" "$WORK/src-nvbandwidth"
-        build nvbandwidth 180 sh -c "cd '$WORK/src-nvbandwidth' && cmake ${CUDA_HOME:+-DCMAKE_CUDA_COMPILER=$CUDA_HOME/bin/nvcc} . >/dev/null && make -j\$(nproc)" \
+        # --boost PREFIX: its BoostConfig.cmake exactly (the machine's own Boost
+        # CMake files, without program_options, must not be picked instead)
+        BOOST_DIR=""
+        [ -z "$BOOST" ] || BOOST_DIR=$(ls -d "$BOOST"/lib/*/cmake/Boost-* "$BOOST"/lib/cmake/Boost-* 2>/dev/null | head -1)
+        [ -z "$BOOST" ] || say "nvbandwidth: Boost from ${BOOST_DIR:-$BOOST (no lib/*/cmake/Boost-*: not usable)}"
+        build nvbandwidth 180 sh -c "cd '$WORK/src-nvbandwidth' && cmake ${CUDA_HOME:+-DCMAKE_CUDA_COMPILER=$CUDA_HOME/bin/nvcc} ${BOOST_DIR:+-DBoost_DIR=$BOOST_DIR} . >/dev/null && make -j\$(nproc)" \
             && cp "$WORK/src-nvbandwidth/nvbandwidth" "$TOOLS/"
     else say "nvbandwidth: no source tree given (--nvbandwidth SRC): untested"; fi
     if [ -n "$NCCL_TESTS" ]; then
@@ -178,6 +189,16 @@ if [ "$(left)" -lt $(( TOOL_SECONDS * 2 + 90 )) ]; then
 else
     PATH="$HERE/bin:$PATH" run "$VPY" "$HERE/devicecheck.py" tools --config "$WORK/run.toml" --work "$WORK" \
         --tools-dir "$TOOLS" ${NCCL_DIR:+--nccl-tests-dir "$NCCL_DIR"} --seconds "$TOOL_SECONDS" || FAILED=1
+fi
+
+# -- 6. the preflight a user's job runs ------------------------------------------------------
+section "6. slurmqual preflight --need 1 as a one-node job runs it (srun: bench/device/bin/srun)"
+PF_TIME=90; [ "$(left)" -ge $(( PF_TIME + 40 )) ] || PF_TIME=$(( $(left) - 40 ))
+if [ "$PF_TIME" -lt 20 ]; then
+    say "preflight: not run: $(left)s left of the ${BUDGET}s budget"; FAILED=1
+else
+    PATH="$HERE/bin:$PATH" run "$VPY" "$HERE/devicecheck.py" preflight --config "$WORK/run.toml" --work "$WORK" \
+        --tools-dir "$TOOLS" ${NCCL_DIR:+--nccl-tests-dir "$NCCL_DIR"} --time "$PF_TIME" || FAILED=1
 fi
 
 section "done"

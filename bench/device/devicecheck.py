@@ -9,6 +9,9 @@ wheel was installed into (so it exercises the installed package, not a checkout)
   tools --config C --work W --tools-dir D [--nccl-tests-dir N] [--seconds S]
                                               gpu_burn, nvbandwidth, dcgmproftester and nccl-tests through
                                               the burn-in task's own runner for this node (srun: bin/srun)
+  preflight --config C --work W --tools-dir D [--nccl-tests-dir N] [--time S]
+                                              `slurmqual preflight --need 1` as a one-node job runs it (job
+                                              variables, srun: bin/srun; --gpu-tools where tools were built)
 
 Each prints report lines; exit 1 when something did not pass (a check failed or
 errored, a hook exited non-zero), so the shell script can say so at the end.
@@ -20,10 +23,24 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+
+
+def set_keys(lines: list[str], table: str, keys: list[str]) -> list[str]:
+    """`keys` (TOML lines) into [table]: right under its header where the file
+    has one (a table may be declared once), else as a new table at the end."""
+    header = f"[{table}]"
+    at = next((i for i, ln in enumerate(lines) if ln.split("#")[0].strip() == header), None)
+    if at is None:
+        return lines + ["", header, *keys]
+    names = {k.split("=")[0].strip() for k in keys}
+    end = next((i for i in range(at + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+    body = [ln for ln in lines[at + 1:end] if ln.split("=")[0].strip() not in names]
+    return lines[:at + 1] + keys + body + lines[end:]
 
 
 def runconfig(args) -> int:
@@ -201,6 +218,101 @@ def tools(args) -> int:
     return 1 if bad else 0
 
 
+PREFLIGHT_FILES = ("hosts", "nodelist", "master", "exclude", "json")
+
+
+def preflight(args) -> int:
+    """`slurmqual preflight --need 1` as a user's one-node job runs it: the
+    job's variables (SLURM_JOB_ID, SLURM_JOB_NODELIST = this node), srun on
+    PATH (bin/srun runs the steps here), the site config of this run with the
+    tools that were built as [burnin]'s, `--gpu-tools` when there are some.
+    Slurm's own clients are out of reach (slurm.bin_dir points nowhere): the
+    preflight must say so and go on. Prints its output, exit code, time and
+    the files it wrote; exit 1 when it did not choose this node."""
+    from slurmqual.burnin.run import gputask
+    from slurmqual.config import load
+
+    node = os.uname().nodename.split(".")[0]
+    gpus = load(args.config, use_cache=False)["node"]["gpus"] or 0
+    tools = [t for t in gputask.BINARIES if gputask.binary({"gpu_tools_dir": args.tools_dir}, t)]
+    with open(args.config, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    w = args.work
+    lines = set_keys(lines, "burnin", [
+        f"gpu_tools_dir = {json.dumps(args.tools_dir)}", f"gpu_tests = {json.dumps(tools)}",
+        f"nccl_tests_dir = {json.dumps(args.nccl_tests_dir or args.tools_dir)}", 'launcher = "srun"',
+        'srun_mpi = "none"', 'test_time_limit = "00:03:00"'] + ([f"gpus_per_node = {gpus}"] if gpus else []))
+    lines = set_keys(lines, "store", [f"path = {json.dumps(w + '/store/slurmqual.db')}"])
+    lines = set_keys(lines, "hooks", [f"metrics_dir = {json.dumps(w + '/metrics')}"])
+    cfg = os.path.join(w, "preflight.toml")
+    with open(cfg, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+    out = os.path.join(w, "preflight")
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(os.path.join(w, "metrics"), exist_ok=True)
+    job = "4343"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMD_"))}
+    env.update(SLURM_JOB_ID=job, SLURM_JOBID=job, SLURM_JOB_NODELIST=node, SLURM_NODELIST=node,
+               SLURM_JOB_NUM_NODES="1", SLURM_SUBMIT_DIR=out, SLURMQUAL_CACHE_DIR=os.path.join(w, "cache"))
+    slurmqual = os.path.join(os.path.dirname(sys.executable), "slurmqual")
+    argv = [slurmqual] if os.access(slurmqual, os.X_OK) else [sys.executable, "-m", "slurmqual"]
+    argv += ["preflight", "--need", "1", "--config", cfg, "--out", out, "--time", str(args.time)]
+    if tools:
+        argv.append("--gpu-tools")
+    print(f"  job {job} on {node}; tools: {', '.join(tools) or 'none built (checks only)'}; "
+          f"srun: {shutil.which('srun', path=env.get('PATH')) or 'NOT ON PATH'}")
+    print("  $ " + " ".join(argv))
+    start = time.perf_counter()
+    try:
+        p = subprocess.run(argv, env=env, cwd=out, capture_output=True, text=True, timeout=args.time + 60)
+        rc, text = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, text = None, f"{exc.stdout or ''}{exc.stderr or ''}\nHUNG: still running {args.time + 60:.0f} s after start"
+    secs = time.perf_counter() - start
+    print("\n".join(f"    {ln}" for ln in str(text).strip().splitlines()[-40:]))
+    bad = []
+    if rc != 0:
+        bad.append(f"exit {rc}")
+    files = {k: os.path.join(out, f"slurmqual-preflight-{job}.{k}") for k in PREFLIGHT_FILES}
+    for k, path in files.items():
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                body = fh.read()
+            shown = body.strip() if k != "json" else f"{len(body)} bytes"
+            print(f"  {os.path.basename(path)}: {shown or '(empty)'}")
+        else:
+            print(f"  {os.path.basename(path)}: not written")
+    logs = os.path.join(out, f"slurmqual-preflight-{job}.logs")
+    if os.path.isdir(logs):
+        print(f"  {os.path.basename(logs)}/: {', '.join(sorted(os.listdir(logs))) or '(empty)'}")
+    report = {}
+    try:
+        with open(files["json"], encoding="utf-8") as fh:
+            report = json.load(fh)
+    except (OSError, ValueError) as exc:
+        bad.append(f"no readable report ({exc})")
+    o = (report.get("outcomes") or {}).get(node) or {}
+    if report:
+        print(f"  report: {node} {o.get('verdict')} (checks {o.get('checks')}, speed {o.get('speed')})"
+              f"{': ' + o['reason'] if o.get('reason') else ''}; chosen {report.get('chosen')}; "
+              f"phases {report.get('phases_s')}; {len(report.get('measurements') or [])} measurements")
+        for note in (report.get("notes") or []) + (o.get("notes") or []):
+            print(f"    note: {note}")
+        for m in report.get("measurements") or []:
+            if "gpu" in m:
+                print(f"    {m.get('tool', '?'):<15} GPU {m['gpu']} {m.get('test', ''):<8} {m.get('value')} "
+                      f"{m.get('unit', '')}  {'ok' if m.get('ok') else 'NOT OK'}"
+                      + (f"  ({m['error']})" if m.get("error") else ""))
+        if o.get("verdict") != "pass":
+            bad.append(f"{node}: {o.get('verdict')}")
+    hosts = files["hosts"]
+    if not os.path.exists(hosts) or open(hosts, encoding="utf-8").read().split() != [node]:
+        bad.append(f"hosts file does not hold {node}")
+    flag = f"   <-- NOT PASSING ({'; '.join(bad)})" if bad else ""
+    print(f"  slurmqual preflight --need 1: exit {rc} in {secs:.1f} s{flag}")
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -224,8 +336,15 @@ def main() -> int:
     a.add_argument("--nccl-tests-dir", default=None)
     a.add_argument("--seconds", type=int, default=20)
     a.add_argument("--max-bytes", default="1G")
+    a = sub.add_parser("preflight")
+    a.add_argument("--config", required=True)
+    a.add_argument("--work", required=True)
+    a.add_argument("--tools-dir", required=True)
+    a.add_argument("--nccl-tests-dir", default=None)
+    a.add_argument("--time", type=float, default=60)
     args = ap.parse_args()
-    return {"runconfig": runconfig, "checks": checks, "hooks": hooks, "tools": tools}[args.cmd](args)
+    return {"runconfig": runconfig, "checks": checks, "hooks": hooks, "tools": tools,
+            "preflight": preflight}[args.cmd](args)
 
 
 if __name__ == "__main__":

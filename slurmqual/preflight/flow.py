@@ -261,14 +261,17 @@ def _tool(config, name: str) -> str:
     return os.path.join(d, name) if d else name
 
 
-def job_steps(config, job: str) -> set[str] | None:
-    """The job's running step ids (None when squeue cannot say)."""
+def job_steps(config, job: str, problems: list[str] | None = None) -> set[str] | None:
+    """The job's running step ids (None when squeue cannot say; why goes
+    into `problems`)."""
     from ..command import run as run_command
 
     squeue = _tool(config, "squeue")
     try:
         out = run_command([squeue, "-h", "-s", "-j", job, "-o", "%i"], timeout=15)
-    except CommandError:
+    except CommandError as exc:
+        if problems is not None:
+            problems.append(str(exc))
         return None
     return {s for s in out.stdout.split() if s.startswith(f"{job}.") and s.split(".")[1].isdigit()}
 
@@ -338,7 +341,9 @@ def judge(config, run: Run, net_nodes: list[str], topology) -> None:
         run.notes += notes
     else:
         run.mode = "none"
-        if net_nodes:
+        if len(run.nodes) == 1:
+            run.notes.append("one node: no link to measure")
+        elif net_nodes:
             run.notes.append("no network measurement (out of time, or too few nodes passed their checks)")
     run.analysis = analysis
     run.outcomes = judging.outcomes(run.nodes, run.reports, run.raw, analysis, speed_reason)
@@ -448,7 +453,11 @@ def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run
     start = time.monotonic()
     # The analysis, drains and files need a few seconds at the end.
     end = start + budget - min(10.0, budget * 0.1)
-    before = job_steps(config, job)
+    why: list[str] = []
+    before = job_steps(config, job, why)
+    if before is None:
+        run.notes.append(f"Slurm's steps of job {job} cannot be listed ({'; '.join(why)[:200]}): "
+                         "a step this preflight has to kill may be left running, not cancelled")
     with sigterm_raises():
         try:
             _steps(config, req, run, nodes, level, log_dir, start, end, log, before)
@@ -498,6 +507,10 @@ def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir
         # decide meet new, proven partners (the burn-in's retest plan)
         first, again = network_batches(cfg, len(plan)), network_batches(cfg, 1, gpu=False)
         run.raw = run_network(cfg, net_nodes, plan, log_dir, t + (end - t) * first / (first + again),
+                              after_kill=lambda: end_leftover_steps(config, run.job, before, log))
+    elif len(nodes) == 1 and net_nodes and cfg.get("gpu_tests"):
+        # one node: no pair to measure, but its per-GPU tools run (all the time left)
+        run.raw = run_network(cfg, net_nodes, [], log_dir, end,
                               after_kill=lambda: end_leftover_steps(config, run.job, before, log))
     run.phases["network"] = round(time.monotonic() - t, 2)
     t = time.monotonic()

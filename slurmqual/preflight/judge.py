@@ -158,11 +158,33 @@ def tested_nodes(raw: list[dict]) -> set[str]:
     return {n for d in raw if d.get("ok") and len(d.get("nodes") or ()) == 2 and "gpu" not in d for n in d["nodes"]}
 
 
+def gpu_faults(node: str, raw: list[dict]) -> tuple[list[str], list[str]]:
+    """(faults, runs that gave no number) of a node's per-GPU lines: a GPU
+    whose tool counted compare errors is a fault; a run that gave no number
+    (timed out, crashed) proves nothing either way; a tool not installed is
+    neither (untested, as in a burn-in)."""
+    faults, empty = [], []
+    for d in raw:
+        if "gpu" not in d or node not in (d.get("nodes") or ()):
+            continue
+        what = f"{d.get('tool', 'gpu tool')} GPU {d['gpu']} {d.get('test', '')}".rstrip()
+        if d.get("errors"):
+            faults.append(f"{what}: {d['errors']} compare errors")
+        elif not d.get("ok") and "(untested)" not in str(d.get("error", "")):
+            empty.append(f"{what}: {d.get('error') or 'no usable number'}")
+    return faults, empty
+
+
 def outcomes(nodes: list[str], reports: dict[str, dict], raw: list[dict], analysis: dict | None,
              speed_reason) -> dict[str, NodeOutcome]:
     """Every node's outcome from its check report and the analysis.
-    `speed_reason(analysis, node)`: the burn-in's drain reason detail."""
+    `speed_reason(analysis, node)`: the burn-in's drain reason detail.
+    A one-node allocation has no link to measure: its node is judged on its
+    checks and, where they ran, its per-GPU tools (compare errors fail it, a
+    run that gave no number leaves it untested), never `untested` for want
+    of a partner it cannot have."""
     tested = tested_nodes(raw)
+    alone = len(nodes) == 1
     out: dict[str, NodeOutcome] = {}
     for n in nodes:
         o = NodeOutcome(n)
@@ -191,6 +213,17 @@ def outcomes(nodes: list[str], reports: dict[str, dict], raw: list[dict], analys
             o.reason = speed_reason(analysis, n)
             if n not in (analysis.get("drain") or []):
                 o.notes.append("slow, but the analysis' blast-radius guard holds every drain (a fabric-wide problem?)")
+        elif alone and gpu_faults(n, raw)[0]:
+            faults = gpu_faults(n, raw)[0]
+            o.verdict = "fail"
+            o.reason = faults[0] + (f" (+{len(faults) - 1} more)" if len(faults) > 1 else "")
+        elif alone and gpu_faults(n, raw)[1]:
+            o.verdict = "untested"
+            o.notes.append("a GPU tool gave no number: " + "; ".join(gpu_faults(n, raw)[1][:3]))
+        elif alone and o.speed != "fail":
+            ran = sorted({d.get("tool", "?") for d in raw if "gpu" in d and d.get("ok") and n in (d.get("nodes") or ())})
+            o.notes.append("one-node allocation: no link to measure; judged on its checks"
+                           + (f" and its GPU tools ({', '.join(ran)})" if ran else ""))
         elif n not in tested:
             o.verdict = "untested"
             o.notes.append("no valid network measurement (its pair steps failed or ran out of time)")
