@@ -59,7 +59,13 @@ The held-out check (--only heldout, families named "H ..."): what the families f
 does not (fleet sizes 32, 96, 2,048, 48, 160; the fabric map, Slurm's topology.conf or no
 topology; whole-node + per-rail, whole-node only or per-rail only; a slow spine plane, two slow
 leaves, a leaf with NICs behind it, failed tests and dead tasks, 5% student-t noise, 20% of
-nodes slow, a clean fleet); docs/BENCHMARKS.md "Held-out check".
+nodes slow, a clean fleet); docs/BENCHMARKS.md "Held-out check". Session 5 adds
+(HELDOUT_GEN2): a leaf at 0.5 and at 0.88; a fat-tree (every NIC of a node on one
+leaf) with the map or topology.conf; two slow leaves on one rail; every test kind
+with GPU tools (8 GPUs, or 2 GPUs and 4 rails) with a leaf, GPUs at 0.85 and NICs at
+0.8; a stale map (a node recabled into another unit); a map missing 5% of the
+nodes; 2,048 nodes with whole-node tests only; a leaf with failed tests and dead
+tasks; docs/BENCHMARKS.md "Held-out families, session 5".
 """
 
 from __future__ import annotations
@@ -510,6 +516,145 @@ def _h_kinds(rng, i):
     return f, rails, None
 
 
+# -- held-out variants, session 5 (GEN2): what a field combines and the ones above do not --
+
+def _slow_leaf(f, rng, level, su=None, rail=None) -> str:
+    """One rail leaf slow (of scalable unit `su` / rail `rail` when given); its name."""
+    su = rng.choice(sorted(set(f.su.values()))) if su is None else su
+    rail = rng.choice(f.rails) if rail is None else rail
+    leaf = f.leaf[(next(x for x in f.nodes if f.su[x] == su), rail)]
+    f.switch[leaf] = rng.uniform(*level)
+    return leaf
+
+
+def _h_leaf_level(level):
+    """A rail leaf very slow (0.5) or barely slow (0.88): its nodes behind it
+    read that on every test that crosses it, and none is drained for it."""
+    def build(rng, i):
+        f, rails = _held_fleet(rng, i, kinds=WITH_TOPOLOGY)
+        _slow_leaf(f, rng, level)
+        return f, rails, None
+    return build
+
+
+def _fat_tree(rng, i, kinds=WITH_TOPOLOGY):
+    """Not rail-optimised: every NIC of a node on the node's one leaf (8 or
+    16 nodes a leaf), the map (per NIC, all on that leaf) or topology.conf
+    (a switch per leaf) given; one leaf slow on every rail."""
+    f, rails = _held_fleet(rng, i, kinds=kinds)
+    per = 8 if len(f.nodes) <= 48 else 16
+    f.su = {x: k // per for k, x in enumerate(f.nodes)}
+    f.leaf = {(x, r): f"su{f.su[x]}" for x in f.nodes for r in f.rails}
+    f.switch[f"su{rng.choice(sorted(set(f.su.values())))}"] = rng.uniform(0.7, 0.85)
+    return f, rails, None
+
+
+def _h_same_rail(rng, i):
+    """Two leaves slow on the same rail, in two scalable units of four or
+    more (96, 160, 2,048, 128, 256 nodes: 5-64 units; where two units are
+    the whole rail, the rail is the fleet's level and nothing in the run
+    can tell it slow)."""
+    n, rails = (96, 160, 2048, 128, 256)[i % 5], (4, 8)[i % 2]
+    f = runsim.healthy_fleet(rng, n, rails)
+    tests, topo = WITH_TOPOLOGY[i % len(WITH_TOPOLOGY)]
+    f.topo_kind, f.whole_node, rails = topo, tests != "rails", tests != "whole"
+    rail = rng.choice(f.rails)
+    for su in rng.sample(sorted(set(f.su.values())), 2):
+        _slow_leaf(f, rng, (0.7, 0.85), su=su, rail=rail)
+    return f, rails, None
+
+
+def _gpu_sized(i: int) -> tuple[int, int]:
+    """GPU tools run on every node (their outputs written and parsed): the
+    held-out sizes without the 2,048-node one."""
+    return (32, 96, 256, 48, 160)[i % 5], (4, 8)[i % 2]
+
+
+def _h_every_test(gpus: int | None):
+    """Whole-node + per-rail + GPU tools (gpu_burn, nvbandwidth) with the
+    map; a rail leaf slow, a GPU at 0.85 on 1-2% of nodes and a NIC at 0.8
+    on 1-2%, some of them behind the leaf. `gpus` None: 8 GPUs, the
+    held-out rails; else `gpus` GPUs and 4 rails."""
+    def build(rng, i):
+        n, rails = _gpu_sized(i)
+        f = runsim.healthy_fleet(rng, n, 4 if gpus else rails)
+        f.gpus, f.gpu_noise = gpus or 8, rng.choice((0.02, 0.03))
+        leaf = _slow_leaf(f, rng, (0.7, 0.85))
+        behind = sorted({x for (x, _r), sw in f.leaf.items() if sw == leaf})
+        k = max(1, round(0.015 * n))
+        slow_gpu = rng.sample(behind, 1) + rng.sample([x for x in f.nodes if x not in behind], k - 1)
+        for x in slow_gpu:
+            f.gpu_slow[(x, rng.randrange(f.gpus))] = 0.85
+        rest = [x for x in f.nodes if x not in slow_gpu]
+        nics = rng.sample([x for x in rest if x in behind], 1) + \
+            rng.sample([x for x in rest if x not in behind], k - 1)
+        for x in nics:
+            f.nic[(x, rng.choice(f.rails))] = 0.8
+        return f, True, None
+    return build
+
+
+def _h_stale_map(rng, i):
+    """A stale fabric map: one node of a scalable unit recabled into
+    another unit (every NIC now on that unit's leaves), the map still
+    naming its old leaves; a rail leaf slow in a third unit, or in the
+    node's old unit. The node is healthy (a drain is a healthy drain)."""
+    f, rails = _held_fleet(rng, i, kinds=[("both", "map"), ("whole", "map")])
+    sus = sorted(set(f.su.values()))
+    old, new = rng.sample(sus, 2)
+    x = rng.choice([y for y in f.nodes if f.su[y] == old])
+    anchor = next(y for y in f.nodes if f.su[y] == new)
+    for r in f.rails:
+        f.stale[(x, r)] = f.leaf[(x, r)]
+        f.leaf[(x, r)] = f.leaf[(anchor, r)]
+    f.su[x] = new
+    others = [s for s in sus if s != new]
+    _slow_leaf(f, rng, (0.7, 0.85), su=old if i % 3 == 0 or len(others) == 1 else
+               rng.choice([s for s in others if s != old] or others))
+    return f, rails, None
+
+
+def _h_partial_map(rng, i):
+    """A map missing 5% of the nodes (at least one behind the slow leaf):
+    those nodes have no leaf in the run's topology."""
+    f, rails = _held_fleet(rng, i, kinds=[("both", "map"), ("whole", "map"), ("rails", "map")])
+    leaf = _slow_leaf(f, rng, (0.7, 0.85))
+    behind = sorted({x for (x, _r), sw in f.leaf.items() if sw == leaf})
+    n = len(f.nodes)
+    f.unmapped = set(rng.sample(behind, 1)) | set(rng.sample(f.nodes, max(1, round(0.05 * n)) - 1))
+    return f, rails, None
+
+
+def _h_big_whole(rng, i):
+    """2,048 nodes x 8 rails, whole-node tests only (burnin.rails left at its
+    default), the map or topology.conf; one rail leaf slow."""
+    f = runsim.healthy_fleet(rng, 2048, 8)
+    f.topo_kind, f.whole_node = ("map", "conf")[i % 2], True
+    _slow_leaf(f, rng, (0.7, 0.85))
+    return f, False, None
+
+
+def _h_leaf_failed(rng, i):
+    """A slow rail leaf with failed tests (2%) and 2-4 dead array tasks."""
+    f, rails = _held_fleet(rng, i, kinds=WITH_TOPOLOGY)
+    f.failed, f.dead_tasks = 0.02, 2 + i % 3
+    _slow_leaf(f, rng, (0.7, 0.85))
+    return f, rails, None
+
+
+HELDOUT_GEN2 = [
+    runsim.Family("H leaf at 0.5", _h_leaf_level((0.45, 0.55))),
+    runsim.Family("H leaf at 0.88", _h_leaf_level((0.86, 0.89))),
+    runsim.Family("H fat-tree leaf", _fat_tree),
+    runsim.Family("H two leaves, same rail", _h_same_rail),
+    runsim.Family("H leaf+GPU+NIC, all tests", _h_every_test(None)),
+    runsim.Family("H 2 GPUs, 4 rails", _h_every_test(2)),
+    runsim.Family("H stale map", _h_stale_map),
+    runsim.Family("H map missing nodes", _h_partial_map),
+    runsim.Family("H 2,048 whole-node only", _h_big_whole),
+    runsim.Family("H leaf + failed tasks", _h_leaf_failed),
+]
+
 HELDOUT = [
     runsim.Family("H clean fleet", _h_clean),
     runsim.Family("H leaf, tests x topology", _h_leaf(WITH_TOPOLOGY)),
@@ -521,7 +666,7 @@ HELDOUT = [
     runsim.Family("H heavy tail 5%", _h_heavy),
     runsim.Family("H 20% of nodes slow", _h_many_slow),
     runsim.Family("H NIC+node, tests x topology", _h_kinds),
-]
+] + HELDOUT_GEN2
 
 
 def new_families(seeds: int, seed_base: int, only: str | None, verbose: bool, pick: set[int] | None = None,

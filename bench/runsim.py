@@ -115,6 +115,12 @@ class Fabric:
     spine: dict[str, float] = field(default_factory=dict)
     topo_kind: str = "map"
     whole_node: bool = True
+    # A fabric map that is not the fabric (GEN2's held-out families): `stale`,
+    # (node, rail) -> the leaf the map still names where the cable has moved
+    # (the measurements follow `leaf`, the map says `stale`); `unmapped`,
+    # nodes the map has no rows for (added after it was written).
+    stale: dict[tuple[str, str], str] = field(default_factory=dict)
+    unmapped: set[str] = field(default_factory=set)
 
     def end(self, x: str, r: str) -> float:
         """One end of a rail path: the NIC, or the node's network side."""
@@ -202,8 +208,10 @@ class Fabric:
         port: dict[str, int] = {}
         rows = []
         for x in self.nodes:
+            if x in self.unmapped:
+                continue
             for r in self.rails:
-                sw = self.leaf[(x, r)]
+                sw = self.stale.get((x, r), self.leaf[(x, r)])
                 port[sw] = port.get(sw, 0) + 1
                 rows.append((x, r, sw, str(port[sw])))
         return rows
@@ -704,8 +712,21 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         adaptive routing, one rail of R at f reads (R - 1 + f) / R."""
         return f if rails_measured or fabric.combine == "min" else 1 - (1 - f) / len(fabric.rails)
 
+    # A switch is told slow against the healthy leaves of its rails: with
+    # no tested node under any other healthy leaf there (dead tasks left
+    # only its unit measured), it is that rail's whole level.
+    rails_of: dict[str, set[str]] = {}
+    for (_x, r), sw in fabric.leaf.items():
+        rails_of.setdefault(sw, set()).add(r)
+    compared: dict[str, int] = {}
+    for (x, r), sw in fabric.leaf.items():
+        if x in tested and fabric.switch.get(sw, 1.0) == 1.0:
+            for s in fabric.switch:
+                if s != sw and r in rails_of.get(s, ()):
+                    compared[s] = compared.get(s, 0) + 1
     must_switch = {fabric.named_as(s) for s, f in fabric.switch.items()
-                   if seen_switch(f) * (1 + 3 * sigma) < THRESHOLD and nodes_under.get(s, 0) >= 3} - {None}
+                   if seen_switch(f) * (1 + 3 * sigma) < THRESHOLD and nodes_under.get(s, 0) >= 3
+                   and compared.get(s, 0) >= 3} - {None}
     n_links = sum(len(v) for v in rail_partners.values()) // 2 + sum(len(v) for v in pair_partners.values()) // 2
     z_link = NORMAL.inv_cdf(1 - ALPHA / max(n_links, 1))
     sd_l = sigma / math.sqrt(1 + MAX_RETEST_ROUNDS)
