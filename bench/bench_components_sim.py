@@ -642,6 +642,18 @@ def _h_leaf_failed(rng, i):
     return f, rails, None
 
 
+def _h_uplinks(rng, i):
+    """One rail leaf's uplinks slow (0.6-0.8: only the paths leaving its
+    scalable unit), the held-out test kinds and topologies."""
+    n, rails = (96, 160, 2048, 128, 256)[i % 5], (4, 8)[i % 2]
+    f = runsim.healthy_fleet(rng, n, rails)
+    tests, topo = WITH_TOPOLOGY[i % len(WITH_TOPOLOGY)]
+    f.topo_kind, f.whole_node = topo, tests != "rails"
+    su = rng.choice(sorted(set(f.su.values())))
+    f.uplinks[f.leaf[(next(x for x in f.nodes if f.su[x] == su), rng.choice(f.rails))]] = rng.uniform(0.6, 0.8)
+    return f, tests != "whole", None
+
+
 HELDOUT_GEN2 = [
     runsim.Family("H leaf at 0.5", _h_leaf_level((0.45, 0.55))),
     runsim.Family("H leaf at 0.88", _h_leaf_level((0.86, 0.89))),
@@ -653,6 +665,7 @@ HELDOUT_GEN2 = [
     runsim.Family("H map missing nodes", _h_partial_map),
     runsim.Family("H 2,048 whole-node only", _h_big_whole),
     runsim.Family("H leaf + failed tasks", _h_leaf_failed),
+    runsim.Family("H leaf uplinks slow", _h_uplinks),
 ]
 
 HELDOUT = [

@@ -121,6 +121,9 @@ class Fabric:
     # nodes the map has no rows for (added after it was written).
     stale: dict[tuple[str, str], str] = field(default_factory=dict)
     unmapped: set[str] = field(default_factory=set)
+    # `uplinks`: leaf -> factor on the paths leaving it (to another scalable
+    # unit); the paths inside its unit are fine.
+    uplinks: dict[str, float] = field(default_factory=dict)
 
     def end(self, x: str, r: str) -> float:
         """One end of a rail path: the NIC, or the node's network side."""
@@ -130,7 +133,8 @@ class Fabric:
         la, lb = self.leaf[(a, r)], self.leaf[(b, r)]
         return min(self.end(a, r), self.end(b, r), self.switch.get(la, 1.0), self.switch.get(lb, 1.0),
                    self.route.get((frozenset((a, b)), r), 1.0),
-                   self.spine.get(r, 1.0) if self.su[a] != self.su[b] else 1.0)
+                   *((self.spine.get(r, 1.0), self.uplinks.get(la, 1.0), self.uplinks.get(lb, 1.0))
+                     if self.su[a] != self.su[b] else ()))
 
     def pair_factor(self, a: str, b: str) -> float:
         paths = [self.rail_path(a, b, r) for r in self.rails]
@@ -644,7 +648,9 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         f = fabric
         return f.end(q, r) == 1.0 and f.switch.get(f.leaf[(x, r)], 1.0) == 1.0 and \
             f.switch.get(f.leaf[(q, r)], 1.0) == 1.0 and (frozenset((x, q)), r) not in f.route and \
-            q not in f.flaky and (f.su[x] == f.su[q] or f.spine.get(r, 1.0) == 1.0)
+            q not in f.flaky and (f.su[x] == f.su[q] or (f.spine.get(r, 1.0) == 1.0 and
+                                                         f.uplinks.get(f.leaf[(x, r)], 1.0) == 1.0 and
+                                                         f.uplinks.get(f.leaf[(q, r)], 1.0) == 1.0))
 
     healthy = {x for x in fabric.nodes if fabric.healthy(x) and x not in fabric.flaky}  # a straggler: either
     must_fail, never_pass, must_nic = set(), set(), set()
@@ -696,6 +702,10 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     # (whose uplinks read slow) may be named, none must be.
     slow_sw |= {fabric.named_as(sw) for (_x, r), sw in fabric.leaf.items() if r in fabric.spine} - {None}
     slow_sw |= {"spine"} if fabric.spine and fabric.topo_kind == "conf" else set()
+    # A leaf's slow uplinks: that leaf may be named (never must: the plan's
+    # pairs mostly stay inside a unit), and so may the leaves its slow
+    # pairs lead to, where few pairs leave it (either end's uplinks).
+    slow_sw |= {fabric.named_as(sw) for sw in fabric.uplinks} - {None}
     if not rails_measured:
         # Whole-node pairs run over every rail leaf of both ends: which of
         # the leaves a unit's nodes share is slow they cannot tell. Those
@@ -703,7 +713,8 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
         members: dict[str, frozenset] = {}
         for (x, _r), sw in fabric.leaf.items():
             members[sw] = members.get(sw, frozenset()) | {x}
-        slow_members = {members[sw] for sw, f in fabric.switch.items() if f < 1.0 and sw in members} | \
+        slow_members = {members[sw] for sw, f in {**fabric.switch, **fabric.uplinks}.items()
+                        if f < 1.0 and sw in members} | \
             {members[sw] for (_x, r), sw in fabric.leaf.items() if r in fabric.spine}
         slow_sw |= {fabric.named_as(sw) for sw, m in members.items() if m in slow_members} - {None}
 
@@ -743,9 +754,11 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     slow_any = set(fabric.nodes) - healthy
     # A spine plane, or a slow switch the run has no topology to know of,
     # slows many nodes' paths at once: the guard may hold the run.
-    unseen = fabric.spine or (fabric.topo_kind == "none" and any(f < 1.0 for f in fabric.switch.values()))
+    unseen = fabric.spine or (fabric.topo_kind == "none" and
+                              any(f < 1.0 for f in (*fabric.switch.values(), *fabric.uplinks.values())))
     guard = True if len(must_fail) > cap else False if len(slow_any) <= cap and not unseen else None
-    clean = not (set(fabric.nodes) - healthy) and not fabric.switch and not fabric.route and not fabric.spine
+    clean = not (set(fabric.nodes) - healthy) and not fabric.switch and not fabric.route and not fabric.spine \
+        and not fabric.uplinks
     return Truth(healthy, must_fail, never_pass, must_nic, slow_sw, must_switch, set(fabric.route), must_link, guard,
                  {x for x in fabric.nodes if not fabric.healthy(x)}, must_gpu, clean)
 
