@@ -682,25 +682,39 @@ class _Guard:
     tripped: bool
 
 
-#: Fewest nodes failing one rail alone, with no switch known for it, that
-#: read as one shared part: a leaf serves 8-32 nodes of a rail-optimised fabric.
+#: Fewest nodes below the line together, with no switch known for them,
+#: that read as one shared part: a leaf serves 8-32 nodes of a rail-optimised fabric.
 SHARED_RAIL_MIN = 8
 
+#: A node's key verdicts that put it below the line (decided or not yet).
+_SUSPECT = ("fail", "retest")
 
-def unmapped_shared_rail(nodes: dict[str, dict], would: list[str], rails: set[str],
-                         topology) -> tuple[str, int, int] | None:
-    """A rail on which many nodes fail that rail alone, with no switch the
-    run's topology names for them, far more than fail any other rail: one
-    shared part (a leaf, a spine plane, a patch panel) the run cannot see,
-    not that many NICs at once. Independent NIC faults spread over the
-    rails; a rail with more than 4x the other rails' mean plus 4 (and at
-    least SHARED_RAIL_MIN) is not them. Returns (rail, nodes, most on
-    another rail) or None."""
+
+def _rail_alone(v: dict) -> str | None:
+    """The one rail a node is below the line on (fail, or retest: not yet
+    decided), its other rails fine; None when none or several."""
+    low = [split_key(k)[2] for k, kv in v.get("keys", {}).items()
+           if kv.get("verdict") in _SUSPECT and split_key(k)[1] == "rail"]
+    return low[0] if len(low) == 1 else None
+
+
+def unmapped_shared_rail(nodes: dict[str, dict], rails: set[str], topology) -> tuple[str, int, int] | None:
+    """A rail on which many nodes are below the line on that rail alone
+    (failed, or retests not yet decided), with no switch the run's
+    topology names for them, far more than on any other rail: one shared
+    part (a leaf, a spine plane, a patch panel) the run cannot see, not
+    that many NICs at once. Independent NIC faults spread over the rails;
+    a rail with more than 4x the other rails' mean plus 4 (and at least
+    SHARED_RAIL_MIN) is not them. Retests count: a slow leaf's nodes are
+    decided a few per round (six of a 2,048-node fleet's 32 in round 0,
+    "H leaf, no topology" 7013), and each round's drains are final, so
+    the guard must see the whole group before any of it is drained.
+    Returns (rail, nodes, most on another rail) or None."""
     per_rail: dict[str, int] = {}
-    for n in would:
-        nics = nodes[n].get("failed_nics") or []
-        if len(nics) == 1 and (topology is None or topology.leaf_of(n, nics[0]) is None):
-            per_rail[nics[0]] = per_rail.get(nics[0], 0) + 1
+    for n, v in nodes.items():
+        rail = None if v["verdict"] == "pass" else _rail_alone(v)
+        if rail is not None and (topology is None or topology.leaf_of(n, rail) is None):
+            per_rail[rail] = per_rail.get(rail, 0) + 1
     if not per_rail:
         return None
     rail = max(sorted(per_rail), key=lambda r: per_rail[r])
@@ -711,11 +725,74 @@ def unmapped_shared_rail(nodes: dict[str, dict], would: list[str], rails: set[st
     return None
 
 
+def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology) -> tuple[str, list[str]] | None:
+    """Nodes named one after another (sites name a rack's or a scalable
+    unit's nodes in order: gpu[01664-01695]) below the line together on
+    one key (the whole-node key, or one rail's), at least SHARED_RAIL_MIN
+    with none between them reading fine there, and no switch the run's
+    topology knows for them on it: one shared part (their leaf, a rack's
+    cabling), not that many nodes at once. Whole-node pairs run over
+    every rail, so without a topology a slow rail leaf reads as its nodes
+    being slow with every partner (2,048 nodes, whole-node tests only: the
+    leaf's 32 nodes were drained, "H leaf, no topology" 7023); on a rail
+    key two slow leaves on two rails hide each other from
+    unmapped_shared_rail's count. Independent slow nodes and NICs are
+    scattered over the names. A node without a number on the key neither
+    breaks nor joins a block; one the topology places breaks it (a map
+    missing a few nodes: they are not one after another). Returns (key,
+    the longest such block in natural name order) or None."""
+    low: dict[str, dict[str, bool]] = {}  # key -> node -> below the line there
+    fine: list[str] = []                 # nodes every key of which passed (read fine on each key they have)
+    for n in all_nodes:
+        v = nodes[n]
+        if v["verdict"] == "pass":
+            fine.append(n)
+            continue
+        for k, kv in v.get("keys", {}).items():
+            if split_key(k)[1] in ("pair", "rail"):
+                low.setdefault(k, {})[n] = kv.get("verdict") in _SUSPECT
+    rails = sorted({split_key(k)[2] for k in low if split_key(k)[1] == "rail"})
+
+    def unknown(n: str, rail: str | None) -> bool:
+        """No switch known for n on that key: a rail key, no leaf on that
+        rail; the whole-node key, none at all (a per-rail map's units,
+        fabricmodel.whole_node_units, find the switch there)."""
+        if topology is None:
+            return True
+        if rail is not None:
+            return topology.leaf_of(n, rail) is None
+        return topology.leaf_of(n, None) is None and all(topology.leaf_of(n, r) is None for r in rails)
+
+    found: tuple[str, list[str]] | None = None
+    order: list[str] = []
+    for k in sorted(low):
+        rail = split_key(k)[2] if split_key(k)[1] == "rail" else None
+        if sum(1 for n, x in low[k].items() if x and unknown(n, rail)) < SHARED_RAIL_MIN:
+            continue
+        seen = {**dict.fromkeys(fine, False), **low[k]}
+        order = order or sorted(all_nodes, key=_natural)
+        best: list[str] = []
+        block: list[str] = []
+        for n in order:
+            if n not in seen:
+                continue
+            if seen[n] and unknown(n, rail):
+                block.append(n)
+                continue
+            best, block = max(best, block, key=len), []
+        best = max(best, block, key=len)
+        if len(best) >= SHARED_RAIL_MIN and (found is None or len(best) > len(found[1])):
+            found = (k, best)
+    return found
+
+
 def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[str, KeyResult], p: Params,
                   held: _Held, problems: list[str], topology=None) -> _Guard:
     """A run that would drain too much of the fleet drains nothing: too
     many fails, a fleet split in two levels on a key, many nodes failing
-    one rail alone with no switch known for them (unmapped_shared_rail), or
+    one rail alone, or nodes named one after another on the whole-node key,
+    with no switch known for them (unmapped_shared_rail,
+    unmapped_shared_block), or
     retests the budget could not decide without that (_decide_retests) are
     a fabric problem (or a bug), not bad nodes. Says which, once."""
     would = sorted(n for n in all_nodes if nodes[n]["verdict"] == "fail")
@@ -723,8 +800,9 @@ def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[st
     cap = max(p.guard_min, int(p.guard_fraction * tested))
     tripped = len(would) > cap or bool(held.budget_held)
     rails = {split_key(k)[2] for k in results if split_key(k)[1] == "rail"}
-    shared = None if tripped else unmapped_shared_rail(nodes, would, rails, topology)
-    tripped = tripped or shared is not None
+    shared = None if tripped else unmapped_shared_rail(nodes, rails, topology)
+    block = None if tripped or shared else unmapped_shared_block(nodes, all_nodes, topology)
+    tripped = tripped or shared is not None or block is not None
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:
         tripped = True
@@ -733,10 +811,18 @@ def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[st
                         "); draining none: suspect a fabric-wide problem")
     elif shared:
         rail, count, most = shared
-        problems.append(f"blast-radius guard: {count} nodes fail on rail {rail} alone (at most {most} on any other "
-                        "rail) and the run's topology names no switch for them: one shared part (a leaf, a spine "
-                        "plane, cabling), not that many NICs; draining none: give the burn-in a fabric map "
-                        "(slurmqual fabric map) so it can name the switch")
+        problems.append(f"blast-radius guard: {count} nodes are below the line on rail {rail} alone (at most {most} "
+                        "on any other rail) and the run's topology names no switch for them: one shared part (a "
+                        "leaf, a spine plane, cabling), not that many NICs; draining none: give the burn-in a fabric "
+                        "map (slurmqual fabric map) so it can name the switch")
+    elif block:
+        key, names = block
+        on = "the whole-node key" if split_key(key)[1] == "pair" else f"rail {split_key(key)[2]}"
+        problems.append(f"blast-radius guard: {len(names)} nodes named one after another ({names[0]} .. {names[-1]}) "
+                        f"are below the line together on {on} ({key}) and the run's topology names no switch "
+                        "for them: one shared part (their leaf, a rack's cabling), not that many nodes; draining "
+                        "none: give the burn-in a topology (burnin.topology: slurmqual fabric map, or Slurm's "
+                        "topology.conf) so it can name the switch")
     elif len(would) > cap:
         problems.append(f"blast-radius guard: {len(would)} of {tested} nodes would be drained (limit {cap}); "
                         "draining none: suspect a fabric-wide problem")
