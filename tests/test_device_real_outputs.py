@@ -81,3 +81,42 @@ def test_config_init_output_from_the_h200_validates():
     cfg = config.load(str(DEVICE / "h200_config_init.toml"), use_cache=False)
     assert cfg["node"]["gpus"] == 1 and cfg["node"]["gpu_model"] == "NVIDIA H200"
     assert cfg["fabric"]["nics"] == 0 and cfg["checks"]["versions"]["driver"] == "580.159.04"
+
+
+def test_gpu_burn_cut_after_its_burn_but_before_its_summary_is_not_a_pass():
+    """Second live run (preflight --gpu-tools): the burn reached 100% at ~355
+    TFLOPS and the worker freed its memory, but the step was cut at its 40 s
+    share before 'Tested 1 GPUs': the numbers seen along the way are not a pass."""
+    raw = text("h200_gpu_burn_2026_tc_24s_preflight_cut_at_40s.txt")
+    assert "100.0%" in raw and "Uninitted cublas" in raw and "Tested 1 GPUs" not in raw
+    res = gpuparse.parse(raw)
+    assert res.tool == "gpu_burn" and not res.ok
+    assert any("incomplete" in p for p in res.problems)
+    from slurmqual.burnin.run.gputask import lines_of
+
+    [line] = lines_of("gpu_burn", "vm", res, 1, None, "gpu-gpu_burn-vm.log", "timed out after 40s")
+    assert line["ok"] is False and line["value"] is None and "timed out after 40s" in line["error"]
+
+
+def test_the_preflight_report_of_the_live_run_judges_as_it_did_there():
+    """The report slurmqual preflight wrote on the H200 (exit 3): its GPU lines,
+    judged again, leave the node untested (never failed, never chosen); the
+    same node with the tools' good lines of the first run passes."""
+    import json
+    import os
+
+    from slurmqual.burnin.run.gputask import lines_of
+    from slurmqual.preflight import judge
+
+    report = json.loads(text("h200_preflight_need1_gpu_tools_exit3.json"))
+    assert report["exit_code"] == 3 and report["chosen"] == [] and report["nodes"] == ["vm"]
+    nvb = [m for m in report["measurements"] if m["tool"] == "nvbandwidth"]
+    assert nvb and all(m["error"] == "timed out after 1s" for m in nvb)   # the deadline bug's mark
+    checks = {"vm": {"node": "vm", "checks": [{"name": "gpu_count", "status": "pass"}]}}
+    speed = lambda analysis, node: ""  # noqa: E731 - speed is not judged on one node without a median
+    out = judge.outcomes(["vm"], checks, report["measurements"], None, speed)
+    assert out["vm"].verdict == "untested" and "gpu_burn GPU 0 burn: timed out" in out["vm"].notes[0]
+    good = lines_of("gpu_burn", "vm", gpuparse.parse(text("h200_gpu_burn_2026_tc_20s_task_log.txt")), 1, None, "g") + \
+        lines_of("nvbandwidth", "vm", gpuparse.parse(text("h200_nvbandwidth_v0.8_task_log.txt")), 1, None, "n")
+    assert judge.outcomes(["vm"], checks, good, None, speed)["vm"].verdict == "pass"
+    assert os.path.basename(report["files"]["exclude"]) == "slurmqual-preflight-4343.exclude"

@@ -71,9 +71,10 @@ def test_multi_node_batch_script_never_starts_on_a_broken_node(cluster, tmp_path
     target = os.readlink(gpu)
     os.unlink(gpu)  # GPU 0 of n2 fell off the bus: only the prolog's gpu_count sees it
     # n2's prolog takes 8 s (a slow node, a slow check): without DeferBatch the
-    # batch script would run on n1 meanwhile and write "ran" after 5 s (5, not
+    # batch script would run on n1 meanwhile and write "ran" after 12 s (12, not
     # less: slurmctld's late kill below must be later than that to pass a
-    # script that ran, and CI runs several clusters side by side on 2 cores).
+    # script that ran, and CI runs several clusters side by side on 2 cores;
+    # at 5 s both attempts failed once at load 35, newest).
     prolog = os.path.join(cluster.bin, "prolog.sh")
     original = open(prolog).read()
     with open(prolog, "w") as fh:
@@ -84,11 +85,11 @@ def test_multi_node_batch_script_never_starts_on_a_broken_node(cluster, tmp_path
             if marker.exists():
                 marker.unlink()
             job = cluster.run("sbatch", "--parsable", "-N2", "-w", "n1,n2", "-o", "/dev/null",
-                              "--wrap", f"echo started-on-$(hostname) >> {marker}; sleep 5; echo ran >> {marker}"
+                              "--wrap", f"echo started-on-$(hostname) >> {marker}; sleep 12; echo ran >> {marker}"
                               ).stdout.strip()
             cluster.wait_for(lambda: "n2" in reasons(cluster), 60, "n2 drained by its prolog")
             assert reasons(cluster)["n2"] == "slurmqual: gpu_count: 7 GPUs on PCI, expected 8"
-            time.sleep(8)  # give a batch script (5 s) every chance to have run on n1
+            time.sleep(14)  # give a batch script (12 s) every chance to have run on n1
             # Seen on 22.05, 24.11 and 26.05: once n2's prolog has *failed*, slurmctld may
             # still launch the batch script on n1 and kill it within milliseconds as the
             # job is requeued ("Launching batch job" 2 ms after "Prolog launch failure").

@@ -216,6 +216,13 @@ def network_batches(cfg: dict, rounds: int, gpu: bool = True) -> int:
     return int(gpu and bool(cfg.get("gpu_tests"))) + rounds * (len(cfg["tests"]) + int(bool(cfg.get("rails"))))
 
 
+def gpu_batch_need(cfg: dict) -> float:
+    """Seconds the GPU tools need at the shortest load (5 s) with their start-up."""
+    from ..burnin.run.gputask import TOOL_STARTUP_S
+
+    return len(cfg.get("gpu_tests") or []) * (TOOL_STARTUP_S + 5.0)
+
+
 def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float, tag: str = "round",
                 gpu: bool = True, after_kill=None) -> list[dict]:
     """GPU tools (optional), then every test's rounds, then every rail's
@@ -233,17 +240,21 @@ def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float
         batches += [("rail", None, (r, pairs)) for r, pairs in enumerate(plan)]
     raw: list[dict] = []
     for i, (kind, test, what) in enumerate(batches):
-        share = (deadline - time.monotonic()) / (len(batches) - i)
+        left = deadline - time.monotonic()
+        share = left / (len(batches) - i)
+        if kind == "gpu" and len(batches) > 1:
+            # each GPU tool needs its start-up besides its load (gpu_burn ~15 s on an
+            # H200): up to half the time, rather than an even share it cannot start in
+            share = max(share, min(gpu_batch_need(cfg), left / 2))
         if share < 1:
             break  # out of time: the rest is untested
         until = time.monotonic() + share
         done = len(raw)
         if kind == "gpu":
-            from ..burnin.run.gputask import run_gpu_tests
+            from ..burnin.run.gputask import load_seconds, run_gpu_tests
 
-            tools = max(1, len(cfg["gpu_tests"]))
-            raw += run_gpu_tests(dict(cfg, gpu_test_s=max(5, int(share * 0.6 / tools))), nodes, log_dir, None,
-                                 deadline=until)
+            secs = load_seconds(share, len(cfg["gpu_tests"]), cfg["gpu_test_s"])
+            raw += run_gpu_tests(dict(cfg, gpu_test_s=secs), nodes, log_dir, None, deadline=until)
         elif kind == "nccl":
             r, pairs = what
             raw += run_batch(cfg, test, [list(p) for p in pairs], log_dir, f"{tag}{r}", None, r, deadline=until)

@@ -67,6 +67,28 @@ def lines_of(tool: str, node: str, result: GpuResult, gpus: int, task: int | Non
     return out
 
 
+# Seconds a GPU tool needs besides its load: on an H200 (device check, 2026-11-27)
+# gpu_burn -tc spent ~15 s allocating 128 GB of HBM and loading cuBLAS before it
+# burned, and a few more freeing it after.
+TOOL_STARTUP_S = 20
+
+
+def tool_timeout(left: float, tools_left: int) -> int:
+    """The time limit of the next of `tools_left` tools when `left` seconds
+    remain: what is left after keeping each later tool its even share, at most
+    TOOL_STARTUP_S + 10 each (nvbandwidth takes seconds; a burn tool's load is
+    sized to fit its share: load_seconds)."""
+    keep = min(left / tools_left, TOOL_STARTUP_S + 10.0) * (tools_left - 1)
+    return max(1, round(left - keep))
+
+
+def load_seconds(share: float, tools: int, configured: int) -> int:
+    """Seconds of load for gpu_burn / dcgmproftester when `tools` tools share
+    `share` seconds: the configured load, shortened so that each tool's load
+    and its start-up fit its share (never under 5 s)."""
+    return max(5, min(configured, int(share / max(1, tools) - TOOL_STARTUP_S)))
+
+
 def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, tag: str = "",
                   deadline: float | None = None) -> list[dict]:
     """Every configured tool, one after the other; each on all nodes at once
@@ -74,9 +96,10 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, t
     every tool ends by then, each with an even share (preflight's budget)."""
     out: list[dict] = []
     timeout = cfg["gpu_test_s"] + 120
-    for i, tool in enumerate(cfg["gpu_tests"]):
+    tools = cfg["gpu_tests"]
+    for i, tool in enumerate(tools):
         if deadline is not None:
-            timeout = max(1, round((deadline - time.monotonic()) / (len(cfg["gpu_tests"]) - i)))
+            timeout = tool_timeout(deadline - time.monotonic(), len(tools) - i)
         path = binary(cfg, tool)
         if path is None:
             err = f"{tool}: not installed in {cfg['gpu_tools_dir']} (untested)"
@@ -92,10 +115,10 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, t
                 started.append((n, None, None, log, f"could not start: {exc}"))
                 continue
             started.append((n, proc, fh, log, None))
-        deadline = time.monotonic() + timeout
+        tool_deadline = time.monotonic() + timeout
         for n, proc, fh, log, err in started:
             if proc is not None:
-                if reap(proc, fh, deadline):
+                if reap(proc, fh, tool_deadline):
                     err = f"timed out after {timeout}s"
                 if err is None and proc.returncode:
                     err = f"exit code {proc.returncode}"
