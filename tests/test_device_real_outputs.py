@@ -120,3 +120,23 @@ def test_the_preflight_report_of_the_live_run_judges_as_it_did_there():
         lines_of("nvbandwidth", "vm", gpuparse.parse(text("h200_nvbandwidth_v0.8_task_log.txt")), 1, None, "n")
     assert judge.outcomes(["vm"], checks, good, None, speed)["vm"].verdict == "pass"
     assert os.path.basename(report["files"]["exclude"]) == "slurmqual-preflight-4343.exclude"
+
+
+def test_the_fixed_preflight_of_the_third_live_run_chose_the_node_on_its_gpu_tools():
+    """After the fix (fbf9c5f): gpu_burn ran its configured 10 s load and finished
+    its summary, nvbandwidth had its time; the report's own lines judge the node
+    a pass, and the gpu_burn log reads as the report says."""
+    import json
+
+    from slurmqual.preflight import judge
+
+    report = json.loads(text("h200_preflight_need1_gpu_tools_pass.json"))
+    assert report["exit_code"] == 0 and report["chosen"] == ["vm"]
+    by = {(m["tool"], m["test"]): m for m in report["measurements"]}
+    assert all(m["ok"] for m in by.values()) and {t for t, _ in by} == {"gpu_burn", "nvbandwidth"}
+    burn = gpuparse.parse(text("h200_gpu_burn_2026_tc_10s_preflight.txt"))
+    assert burn.ok and "Burning for 10 seconds" in text("h200_gpu_burn_2026_tc_10s_preflight.txt")
+    assert burn.readings[0].value == pytest.approx(by[("gpu_burn", "burn")]["value"])
+    checks = {"vm": {"node": "vm", "checks": [{"name": "gpu_count", "status": "pass"}]}}
+    out = judge.outcomes(["vm"], checks, report["measurements"], None, lambda analysis, node: "")
+    assert out["vm"].verdict == "pass"
