@@ -155,7 +155,7 @@ def test_a_route_measured_twice_is_judged_on_both_values(seed):
     assert [a, b] in r.links and [a, b] in r.clear
 
 
-@pytest.mark.parametrize("seed", [2, 15])  # runs that end with unsettled links (most seeds settle every one; seeds 2, 7, 8, 15, 19 of 0-23 do not)
+@pytest.mark.parametrize("seed", [7, 15])  # runs that end with unsettled links (most seeds settle every one; seeds 7, 8, 15 of 0-23 do not; 2 and 19 did until a clearly low single rail value was measured again)
 def test_links_not_settled_when_the_rounds_end_are_not_named(seed):
     # A whole run (bench/runsim.py: submit, tasks, analysis jobs, retest
     # rounds) of 128 nodes x 4 rails at 8% noise with 1-3 slow routes: a

@@ -55,6 +55,10 @@ PEERS = 3  # nodes behind the same slow switches before their level is a referen
 # below this many's gaussian cut sends to be measured again (`suspect_links`):
 # a slow route the rounds' three values would settle reads there on its one.
 AGAIN_HEALTHY = 1.0
+# Noise sds under the healthy level where a pair is clearly low (a cable or
+# a transient hit, not the bulk): counted as such by `suspect_links`, and on a
+# rail key, measured once more.
+CLEARLY_LOW = 4.0
 
 
 @dataclass
@@ -946,13 +950,18 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     # (`run_values`: the pair values of all its pair and rail keys; a run
     # with eight rail keys and a whole-node key measures no more healthy
     # links again than one with a whole-node key): below it (and within
-    # the margin), a value is measured again. Not on a rail key of a run
-    # (`within` False): a route gating its pair shows on the run's
-    # whole-node key too, whose repeat measures the pair on every key; a
-    # rail key's own repeats, most of them transient hits, left medians of
-    # a hit and a fine value in healthy NICs' levels (two drained in 100
-    # per-rail fleets at 5% noise).
-    z_again = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value))) if within else math.inf
+    # the margin), a value is measured again. On a rail key (`within`
+    # False) only a value also clearly low (`cut`: CLEARLY_LOW noise sds
+    # under the healthy level, where the gaussian bulk puts one healthy
+    # value in 30,000: a cable or a transient hit). Every rail value under
+    # the run's cut was too many: most of them heavy-tail draws and hits,
+    # their repeats left medians of a hit and a fine value in healthy NICs'
+    # levels (two drained in 100 per-rail fleets at 5% noise) and half the
+    # fleet reran at 8%. Measuring none missed routes at 0.56-0.61 that
+    # read 0.63-0.66 of the healthy level on their one rail value, within
+    # the one-value margin or their ends': under adaptive routing ("mean")
+    # no whole-node value shows them (4 of 100 fleets at 8% noise).
+    z_again = one_sided_z(AGAIN_HEALTHY, max(run_values, len(g.value)))
     # A link already measured twice, slow both times within the margins, gets
     # its third value on every key, rail keys too: the rounds give a link up
     # to LINK_VALUES values (plan.py), and a route at 0.55-0.62 that read
@@ -976,7 +985,12 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
     # each fine with another partner: hits or cables. A single value is
     # not unique where the fleet shows another such pair away from its
     # ends (one node's two low pairs are a question about that node).
-    cut = min(line, healthy * (1 - 4 * sigma))
+    cut = min(line, healthy * (1 - CLEARLY_LOW * sigma))
+
+    def once_again(v: float, a: str, b: str) -> bool:
+        """A link's one value, not named, measured again: below its ends'
+        levels by the run's cut (and on a rail key clearly low)."""
+        return (within or v < cut) and _ends_below(g, a, b, v, convicted, end_cut, 1 - z_again * sigma)
     low_at: dict[str, int] = {}
     low_pairs: set[Pair] = set()
     for (a, b), v in g.value.items():
@@ -1031,7 +1045,7 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             # Below where the bulk puts one healthy pair of the key, it is
             # measured again (the link and its ends with new partners);
             # the repeats decide.
-            if r == 1 and _ends_below(g, a, b, v, convicted, end_cut, 1 - z_again * sigma):
+            if r == 1 and once_again(v, a, b):
                 again.append([a, b])
             continue
         explained = False
@@ -1059,8 +1073,9 @@ def suspect_links(g: PairGraph, convicted: set[str], line: float, sigma: float, 
             away = len(low_pairs) - low_at.get(a, 0) - low_at.get(b, 0) + ((a, b) in low_pairs)
             if r >= 2 or (v < healthy * (1 - z_clear * sigma) and away <= 0):
                 clear.append([a, b])
-        elif r < LINK_VALUES and _ends_below(g, a, b, sum(vs) / r, convicted, end_cut,
-                                             1 - (z_again if r == 1 else z_twice) * sigma / math.sqrt(r)):
+        elif r == 1 and once_again(v, a, b) or \
+                1 < r < LINK_VALUES and _ends_below(g, a, b, sum(vs) / r, convicted, end_cut,
+                                                    1 - z_twice * sigma / math.sqrt(r)):
             # Past the fleet's margin but within its ends' (a healthy end at
             # 0.95 asks a route to read under 0.61 at 8% noise): measured again.
             again.append([a, b])
