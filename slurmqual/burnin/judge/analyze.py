@@ -427,6 +427,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     pools = _tail_pools(run.by_key, model.graphs, p, fleet_level)
     results, medians = _judge_keys(run.by_key, p, fleet_level, trusted, model, pools)
     nodes, parts = _judge_nodes(run, results, model, p)
+    _recheck_whole_node_only(nodes, run.tests, parts, rounds)
     held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems)
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
     links, clear, again = _links_of(results, run.by_key, p)
@@ -588,6 +589,38 @@ def _judge_nodes(run: _RunInputs, results: dict[str, KeyResult], model: SwitchMo
         if n in run.models:
             nodes[n]["gpu_model"] = run.models[n]
     return nodes, parts
+
+
+def _recheck_whole_node_only(nodes: dict[str, dict], tests: list[str], parts: dict[str, tuple],
+                             rounds: RoundState | None) -> None:
+    """A node failing only its whole-node (pair) key, while its intra-node
+    run passes and every rail it has passes (measured over the same pairs:
+    its NICs, cables and switches are fine), is `retest` while the run has
+    a round left, not drained on one round: the keys disagree, and what
+    is left to blame (the GPU-to-NIC path) is also what one round of
+    transient congestion shows (a healthy node of a clean 96-node fleet
+    read 0.70-0.77 on its three whole-node pairs, each of them hit, every
+    rail and its intra run at the fleet's level, and was drained). A new
+    round with new partners answers it; in the last round the key's own
+    verdict stands."""
+    if rounds is not None and rounds.last:
+        return
+    for v in nodes.values():
+        keys = v["keys"]
+        whole = [k for k, kv in keys.items() if parts[k][1] == "pair" and kv["verdict"] == "fail"]
+        rails = [k for k in keys if parts[k][1] == "rail"]
+        if v["verdict"] != "fail" or not whole or len(rails) < 2 or v.get("failed_nics"):
+            continue
+        others = [kv["verdict"] for k, kv in keys.items() if parts[k][1] != "pair"]
+        intra = [k for k in keys if parts[k][1] == "intra"]
+        if not intra or any(x != "pass" for x in others) or \
+                any(kv["verdict"] not in ("pass", "fail") for k, kv in keys.items() if parts[k][1] == "pair"):
+            continue
+        for k in whole:
+            keys[k]["verdict"] = "retest"
+        v.update(_node_verdict(keys, tests, parts))
+        v["why"] = ("fails only its whole-node pairs while its intra-node run and every rail pass: "
+                    "measured again with new partners before it is drained")
 
 
 @dataclass
