@@ -121,6 +121,7 @@ class _Search:
             if sb is not None:
                 leaving[sb].append(pair)
         self.value = dict(g.value)
+        self.divided: set[Pair] = set()  # pairs a finding divided already
         self.ratio = {pair: v / level for pair, v in g.value.items()}
         # Nodes' scores on demand: only a switch whose own pairs are slow
         # counts its slow nodes (at 16k x 8 rails most keys have none).
@@ -189,10 +190,22 @@ class _Search:
         return f, s, kind, pairs
 
     def divide(self, s: str, pairs: list[Pair], f: float) -> None:
-        """Take switch `s`'s effect out of its pairs; re-judge what they touch."""
+        """Take switch `s`'s effect out of its pairs; re-judge what they
+        touch. A pair through a switch found before (both ends under slow
+        switches) that reads healthy once that one is divided out is left
+        as it is: a path is as fast as its slowest part, so it read the
+        slower switch's level, not the product of both, and dividing it
+        again put it above every healthy pair (two slow leaves on one rail:
+        their nodes read "clearly above" the fleet, the key was judged split
+        against that top and healthy nodes failed). One still below the
+        line is slowed by both, and divided by both."""
         self.done.add(s)
         nodes = {n for x in pairs for n in x}
+        divided, cut = self.divided, self.cut
         for x in pairs:
+            if x in divided and self.ratio[x] >= cut:
+                continue
+            divided.add(x)
             self.value[x] /= f
             self.ratio[x] /= f
         for n in nodes:
