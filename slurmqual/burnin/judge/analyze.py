@@ -426,7 +426,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     model = model_switches(run.by_key, topology, p, fleet_level)
     pools = _tail_pools(run.by_key, model.graphs, p, fleet_level)
     results, medians = _judge_keys(run.by_key, p, fleet_level, trusted, model, pools)
-    nodes, parts = _judge_nodes(run, results, model, p)
+    nodes, parts = _judge_nodes(run, results, model, p, problems)
     _recheck_whole_node_only(nodes, run.tests, parts, rounds)
     held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems)
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
@@ -557,7 +557,7 @@ def _judge_keys(by_key: dict[str, list[Measurement]], p: Params, fleet_level: di
 
 
 def _judge_nodes(run: _RunInputs, results: dict[str, KeyResult], model: SwitchModel,
-                 p: Params) -> tuple[dict[str, dict], dict[str, tuple]]:
+                 p: Params, problems: list[str]) -> tuple[dict[str, dict], dict[str, tuple]]:
     """Per node: the verdict of each key it was measured under, the NIC
     a whole-node fail is owed to (fabricmodel.name_nics), and per test the
     rule "no pass without network (pair) evidence"; the slow switches it
@@ -569,6 +569,8 @@ def _judge_nodes(run: _RunInputs, results: dict[str, KeyResult], model: SwitchMo
     for f in model.findings:
         found_in.setdefault(f.key, set()).add(f.switch)
     result_items = list(results.items())
+    slowest = _found_levels(model.findings)
+    unplaced: dict[str, list[str]] = {}
     for n in run.all_nodes:
         keys = {}
         for k, r in result_items:
@@ -576,6 +578,9 @@ def _judge_nodes(run: _RunInputs, results: dict[str, KeyResult], model: SwitchMo
                 kv = keys[k] = {"verdict": r.verdicts[n], "score": r.scores[n]}
                 if n in r.own:
                     kv["own"] = r.own[n]
+        may = _unplaced_behind(n, keys, parts, results, slowest, model.paths) if slowest else []
+        if may:
+            unplaced[n] = may
         if len(keys) > 1 and any(kv["verdict"] == "fail" for kv in keys.values()):
             from .fabricmodel import name_nics
 
@@ -584,10 +589,17 @@ def _judge_nodes(run: _RunInputs, results: dict[str, KeyResult], model: SwitchMo
             name_nics(keys, parts, ratio, noise_of, p.threshold)
         nodes[n] = {**_node_verdict(keys, run.tests, parts), "keys": keys}
         behind = _behind(n, keys, parts, found_in, model.paths) if model.paths is not None and found_in else []
+        behind = sorted({*behind, *unplaced.get(n, ())})
         if behind:
             nodes[n]["behind_suspect_switch"] = behind
         if n in run.models:
             nodes[n]["gpu_model"] = run.models[n]
+    if unplaced:
+        problems.append(f"{len(unplaced)} node(s) the run's topology does not place read below the line on a "
+                        "key where a slow switch was found, at that switch's level: not drained for it, they may "
+                        f"sit behind it ({', '.join(f'{n}: {s[0]}' for n, s in sorted(unplaced.items())[:8])}"
+                        f"{', ...' if len(unplaced) > 8 else ''}); add them to the topology (slurmqual fabric map) "
+                        "and requalify them after the switch is repaired")
     return nodes, parts
 
 
@@ -621,6 +633,52 @@ def _recheck_whole_node_only(nodes: dict[str, dict], tests: list[str], parts: di
         v.update(_node_verdict(keys, tests, parts))
         v["why"] = ("fails only its whole-node pairs while its intra-node run and every rail pass: "
                     "measured again with new partners before it is drained")
+
+
+def _found_levels(findings) -> dict[str, dict[str, float]]:
+    """key -> switch -> its factor, for every switch found (or explained) slow on it."""
+    out: dict[str, dict[str, float]] = {}
+    for f in findings:
+        out.setdefault(f.key, {})[f.switch] = min(f.factor, out.get(f.key, {}).get(f.switch, f.factor))
+    return out
+
+
+#: How far (in the key's noise sds) below a slow switch's level a node the
+#: topology does not place may read and still be one of that switch's nodes.
+UNPLACED_SDS = 3.0
+
+
+def _unplaced_behind(n: str, keys: dict[str, dict], parts: dict[str, tuple], results: dict[str, KeyResult],
+                     found: dict[str, dict[str, float]], paths) -> list[str]:
+    """A node the run's topology does not place (not in the fabric map, or
+    in no switch of topology.conf), below the line on keys where a switch
+    was found slow and at that switch's level (within 3 noise sds): it
+    may sit behind that switch, whose nodes read its level on every path
+    (a path is as fast as its slowest part). Such a key is not held against
+    it (verdict `pass`, the switch listed); one clearly below the switch's
+    level is slower than the switch, and still judged. Without this a node
+    missing from the map behind a slow leaf was drained as a NIC fault
+    (held-out "H map missing nodes": 16 healthy drained in 10 fleets).
+    Returns the switches it may sit behind (none: nothing changed)."""
+    if paths is None:
+        return []
+    may: list[str] = []
+    for k, kv in keys.items():
+        if kv["verdict"] not in ("fail", "retest") or k not in found or parts[k][1] not in ("pair", "rail"):
+            continue
+        rail = parts[k][2] if parts[k][1] == "rail" else None
+        if paths.leaves(n, rail):
+            continue  # placed: the switch model judged it
+        r = results[k]
+        # its score, or its own level (without suspect partners: two such
+        # nodes paired read each other as suspects)
+        levels = [x / r.median for x in (kv["score"], kv.get("own")) if x is not None and r.median]
+        at = sorted(s for s, f in found[k].items()
+                    if any(f * (1 - UNPLACED_SDS * r.noise) <= x <= f * (1 + UNPLACED_SDS * r.noise) for x in levels))
+        if at:
+            kv["verdict"], kv["may_be_behind"] = "pass", at
+            may += at
+    return sorted(set(may))
 
 
 @dataclass
