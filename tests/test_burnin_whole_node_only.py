@@ -28,9 +28,8 @@ import bench_components_sim  # noqa: E402  (bench/bench_components_sim.py: the h
 import runsim  # noqa: E402  (bench/runsim.py)
 
 
-def _analyses(monkeypatch) -> list:
-    """Every analysis the played run's analysis jobs make, in order."""
-    seen: list = []
+def _recording(seen: list):
+    """runsim.analysis_job, keeping every analysis it makes in `seen`, in order."""
     real = runsim.analysis_job
 
     def job(*args):
@@ -38,7 +37,13 @@ def _analyses(monkeypatch) -> list:
         seen.append(a)
         return a
 
-    monkeypatch.setattr(runsim, "analysis_job", job)
+    return job
+
+
+def _analyses(monkeypatch) -> list:
+    """Every analysis the played run's analysis jobs make, in order."""
+    seen: list = []
+    monkeypatch.setattr(runsim, "analysis_job", _recording(seen))
     return seen
 
 
@@ -76,13 +81,7 @@ def gdr_run():
     f = _GdrFabric(base.nodes, base.rails, base.leaf, base.su, gdr={"gpu00021": 0.8})
     seen: list = []
     real = runsim.analysis_job
-
-    def job(*args):
-        a = real(*args)
-        seen.append(a)
-        return a
-
-    runsim.analysis_job = job
+    runsim.analysis_job = _recording(seen)
     try:
         run = runsim.play(f, 3, True)
     finally:
