@@ -15,7 +15,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import runsim  # noqa: E402  (the issue 22 generator)
+from slurmqual.burnin.judge.pairs import judge_pairs  # noqa: E402
 from slurmqual.burnin.judge.plan import to_remeasure  # noqa: E402
+from slurmqual.burnin.records import Measurement, Params  # noqa: E402
 
 
 def _play(seed: int, base: int = 5001):
@@ -70,3 +72,28 @@ def test_a_clearly_low_single_rail_value_is_measured_again_and_the_route_named(s
     # Named on its rail (the part to replace), not only on the pair.
     (pair, rail), = fabric.route.keys()
     assert any(frozenset(x[:2]) == pair and x[2:] == [rail] for x in run.analysis.suspect_links)
+
+
+def test_a_rail_value_past_the_fleets_margin_is_measured_again_under_adaptive_routing():
+    # links 5% (bench_components_sim), base 5001, seed 5057: 512 nodes x 8
+    # rails, adaptive routing (the whole-node pair is the rails' mean: a route
+    # at 0.68 on one rail of 8 reads 0.96 there, and no whole-node repeat
+    # measures it). The route read 0.74 of the fleet on its rail key, past the
+    # key's fleet margin, but an end at 0.97 put it within that end's: it was
+    # neither named nor measured again (rail keys measured nothing within
+    # their margins again). Clearly low (517c40d: 4 noise sds under the
+    # healthy level) and below its ends' levels by the run's cut, it is
+    # measured again, and named (fails on fee2d40).
+    from bench_components_sim import FAMILIES
+
+    fam = next(x for x in FAMILIES if x.name == "links, 5% noise")
+    fabric, rails, setup = runsim.scenario(fam, 5001, 5057)
+    run = runsim.play(fabric, 5057, rails, setup)
+    (pair, nic), = [(p, n) for p, n in fabric.route if fabric.route[(p, n)] > 0.67]
+    assert fabric.combine == "mean" and rails
+    first = [Measurement.from_dict(m) for m in run.first
+             if len(m["nodes"]) == 2 and m.get("rail") == nic and m.get("ok", True)]
+    key = judge_pairs(first[0].key, first, Params(), within=False)
+    assert sorted(pair) in key.again, key.again
+    r = runsim.judge(runsim.truth(fabric, run.first), run, rails)
+    assert r["false"] == 0 and r["link_found"] == r["link_truth"] >= 1 and r["right"], r["why"]
