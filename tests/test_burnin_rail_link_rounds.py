@@ -75,7 +75,7 @@ def test_a_clearly_low_single_rail_value_is_measured_again_and_the_route_named(s
 
 
 def test_a_rail_value_past_the_fleets_margin_is_measured_again_under_adaptive_routing():
-    # links 5% (bench_components_sim), base 5001, seed 5057: 512 nodes x 8
+    # links 5% (bench_components_sim), base 5001, seed 5057: 256 nodes x 8
     # rails, adaptive routing (the whole-node pair is the rails' mean: a route
     # at 0.68 on one rail of 8 reads 0.96 there, and no whole-node repeat
     # measures it). The route read 0.74 of the fleet on its rail key, past the
