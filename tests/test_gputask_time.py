@@ -58,3 +58,44 @@ def test_the_tool_after_a_slow_first_tool_gets_the_time_left_not_one_second(tmp_
     assert all(d["ok"] for d in by_tool["gpu_burn"]), by_tool["gpu_burn"]
     assert by_tool["nvbandwidth"] and all(d["ok"] for d in by_tool["nvbandwidth"]), by_tool["nvbandwidth"]
     assert time.monotonic() - start < 20
+
+
+def test_on_several_nodes_the_gpu_tools_get_their_startup_up_to_half_the_time(monkeypatch):
+    """An even share of a 90 s preflight's five batches (16 s) cannot start
+    gpu_burn on an H200: the GPU batch takes TOOL_STARTUP_S + 10 s per tool,
+    up to half the time left; the pair rounds share the rest."""
+    from slurmqual.burnin.run import gputask, task
+    from slurmqual.preflight import flow
+
+    seen = {}
+    clock = [1000.0]   # each batch uses all of its time, as a real one may
+
+    class Clock:
+        @staticmethod
+        def monotonic():
+            return clock[0]
+
+    def gpu(cfg, nodes, log_dir, task_id, deadline=None):
+        seen["gpu"] = (deadline - clock[0], cfg["gpu_test_s"])
+        clock[0] = deadline
+        return []
+
+    def batch(*args, deadline=None, **kw):
+        seen.setdefault("rounds", []).append(deadline - clock[0])
+        clock[0] = deadline
+        return []
+
+    monkeypatch.setattr(flow, "time", Clock)
+    monkeypatch.setattr(gputask, "run_gpu_tests", gpu)
+    monkeypatch.setattr(task, "run_batch", batch)
+    monkeypatch.setattr(task, "run_rail_batch", batch)
+    cfg = {"gpu_tests": ["gpu_burn", "nvbandwidth"], "tests": ["all_reduce_perf"], "rails": True, "gpu_test_s": 10}
+    plan = [[("n1", "n2")], [("n1", "n3")]]
+    flow.run_network(cfg, ["n1", "n2", "n3"], plan, "/nonexistent", clock[0] + 140)
+    share, load = seen["gpu"]
+    assert flow.gpu_batch_need(cfg) == 2 * (TOOL_STARTUP_S + 10)
+    assert share == 60 and load == 10                  # not 140 / 5 = 28 s, which fits no start-up
+    assert seen["rounds"] == [20, 20, 20, 20]          # (140 - 60) / 4
+    seen.clear()
+    flow.run_network(cfg, ["n1", "n2", "n3"], plan, "/nonexistent", clock[0] + 81)
+    assert seen["gpu"][0] == 40.5                      # at most half: the pairs keep the rest

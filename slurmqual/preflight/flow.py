@@ -217,10 +217,11 @@ def network_batches(cfg: dict, rounds: int, gpu: bool = True) -> int:
 
 
 def gpu_batch_need(cfg: dict) -> float:
-    """Seconds the GPU tools need at the shortest load (5 s) with their start-up."""
+    """Seconds the GPU tools need with their start-up: TOOL_STARTUP_S + 10 s
+    each (10 s of load, or 5 s and the time to free the GPU's memory)."""
     from ..burnin.run.gputask import TOOL_STARTUP_S
 
-    return len(cfg.get("gpu_tests") or []) * (TOOL_STARTUP_S + 5.0)
+    return len(cfg.get("gpu_tests") or []) * (TOOL_STARTUP_S + 10.0)
 
 
 def run_network(cfg: dict, nodes: list[str], plan, log_dir: str, deadline: float, tag: str = "round",
