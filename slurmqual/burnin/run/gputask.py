@@ -93,7 +93,8 @@ def run_gpu_tests(cfg: dict, nodes: list[str], log_dir: str, task: int | None, t
                   deadline: float | None = None) -> list[dict]:
     """Every configured tool, one after the other; each on all nodes at once
     (`tag` tells the logs of repeated runs apart). `deadline` (monotonic):
-    every tool ends by then, each with an even share (preflight's budget)."""
+    every tool ends by then, each later one keeping its share
+    (tool_timeout: preflight's budget)."""
     out: list[dict] = []
     timeout = cfg["gpu_test_s"] + 120
     tools = cfg["gpu_tests"]
