@@ -43,6 +43,7 @@ before it wrote.
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import re
@@ -834,16 +835,22 @@ def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology
     the longest such block in natural name order) or None."""
     low: dict[str, dict[str, bool]] = {}  # key -> node -> below the line there
     fine: list[str] = []                 # nodes every key of which passed (read fine on each key they have)
+    rail_of: dict[str, str | None] = {}  # key -> its rail (None: the whole-node key), split once
     for n in all_nodes:
         v = nodes[n]
         if v["verdict"] == "pass":
             fine.append(n)
             continue
         for k, kv in v.get("keys", {}).items():
-            if split_key(k)[1] in ("pair", "rail"):
-                low.setdefault(k, {})[n] = kv.get("verdict") in _SUSPECT
-    rails = sorted({split_key(k)[2] for k in low if split_key(k)[1] == "rail"})
+            if k not in rail_of:
+                _, kind, rail = split_key(k)
+                if kind not in ("pair", "rail"):
+                    continue
+                rail_of[k] = rail if kind == "rail" else None
+            low.setdefault(k, {})[n] = kv.get("verdict") in _SUSPECT
+    rails = sorted({r for k, r in rail_of.items() if r is not None})
 
+    @functools.cache
     def unknown(n: str, rail: str | None) -> bool:
         """No switch known for n on that key: a rail key, no leaf on that
         rail; the whole-node key, none at all (a per-rail map's units,
@@ -857,7 +864,7 @@ def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology
     found: tuple[str, list[str]] | None = None
     order: list[str] = []
     for k in sorted(low):
-        rail = split_key(k)[2] if split_key(k)[1] == "rail" else None
+        rail = rail_of[k]
         if sum(1 for n, x in low[k].items() if x and unknown(n, rail)) < SHARED_RAIL_MIN:
             continue
         seen = {**dict.fromkeys(fine, False), **low[k]}
