@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -321,6 +322,59 @@ def test_preflight_in_a_job_whose_steps_cannot_start_reports_every_node_untested
     assert not os.path.exists(output_paths(str(tmp_path), "12")["nodelist"])
     rep = json.load(open(output_paths(str(tmp_path), "12")["json"]))
     assert rep["exit_code"] == 3 and rep["outcomes"]["n1"]["checks"] == "missing"
+
+
+def _fake_tools(tmp_path, **scripts) -> str:
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        (fake / name).write_text("#!/bin/sh\n" + body)
+        (fake / name).chmod(0o755)
+    return str(fake)
+
+
+def test_a_hung_squeue_never_pushes_the_preflight_past_its_time(tmp_path, monkeypatch):
+    """A slow slurmctld (squeue hangs): each squeue call is cut to the time
+    left, so the preflight ends within --time plus a second, not 15 s per
+    call past it; the report says the steps could not be listed; nothing
+    is drained."""
+    import time
+
+    config = _config(tmp_path)
+    monkeypatch.setenv("PATH", _fake_tools(tmp_path, squeue=f"exec {shutil.which('sleep')} 60\n",
+                                           srun="echo 'srun: error: Unable to create step' >&2\nexit 1\n"))
+    env = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[1-4]"}
+    drains = []
+    t = time.monotonic()
+    run = preflight(config, Request(need=2, out_dir=str(tmp_path), time_s=6), lambda: drains.append(1),
+                    log=lambda m: None, env=env)
+    took = time.monotonic() - t
+    assert took < 6 + 2.5, took
+    assert run.exit_code == judge.EXIT_NOT_ENOUGH and not drains
+    assert any("cannot be listed" in n and "timed out" in n for n in run.notes), run.notes
+
+
+def test_leftover_steps_are_cancelled_within_the_deadline(tmp_path, monkeypatch):
+    """A leftover step is cancelled; a scancel or squeue that hangs is cut
+    at the deadline, and the step is reported as left."""
+    import time
+
+    from slurmqual.preflight.flow import end_leftover_steps
+
+    config = _config(tmp_path)
+    log = []
+    sleep, touch = shutil.which("sleep"), shutil.which("touch")
+    monkeypatch.setenv("PATH", _fake_tools(tmp_path, squeue="echo 12.0; echo 12.3\n", scancel=f"exec {sleep} 60\n"))
+    t = time.monotonic()
+    left = end_leftover_steps(config, "12", {"12.0"}, log.append, until=time.monotonic() + 2)
+    assert left == ["12.3"] and time.monotonic() - t < 4
+    assert "could not cancel leftover step(s) 12.3" in log[-1] and "timed out" in log[-1]
+    marker = tmp_path / "cancelled"
+    monkeypatch.setenv("PATH", _fake_tools(tmp_path, scancel=f"{touch} {marker}\n"))
+    t = time.monotonic()
+    left = end_leftover_steps(config, "12", {"12.0"}, log.append, wait_s=20, until=time.monotonic() + 2)
+    assert left == ["12.3"] and marker.exists() and time.monotonic() - t < 4   # the step never ends: the wait is cut
+    assert "12.3 still ending after 2s" in log[-1], log
 
 
 def test_a_malformed_preflight_entry_in_a_state_file_is_a_state_error():

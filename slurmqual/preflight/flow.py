@@ -273,14 +273,26 @@ def _tool(config, name: str) -> str:
     return os.path.join(d, name) if d else name
 
 
-def job_steps(config, job: str, problems: list[str] | None = None) -> set[str] | None:
+SLURM_CALL_S = 15.0  # one squeue/scancel call at most, and never past the preflight's own end
+
+
+def _call_s(until: float | None) -> float:
+    """A Slurm call's time limit: SLURM_CALL_S, cut to what is left before
+    `until` (a slow slurmctld must not push the preflight past --time), at
+    least 1 s so a cleanup is still tried at the very end."""
+    if until is None:
+        return SLURM_CALL_S
+    return max(1.0, min(SLURM_CALL_S, until - time.monotonic()))
+
+
+def job_steps(config, job: str, problems: list[str] | None = None, until: float | None = None) -> set[str] | None:
     """The job's running step ids (None when squeue cannot say; why goes
     into `problems`)."""
     from ..command import run as run_command
 
     squeue = _tool(config, "squeue")
     try:
-        out = run_command([squeue, "-h", "-s", "-j", job, "-o", "%i"], timeout=15)
+        out = run_command([squeue, "-h", "-s", "-j", job, "-o", "%i"], timeout=_call_s(until))
     except CommandError as exc:
         if problems is not None:
             problems.append(str(exc))
@@ -288,31 +300,37 @@ def job_steps(config, job: str, problems: list[str] | None = None) -> set[str] |
     return {s for s in out.stdout.split() if s.startswith(f"{job}.") and s.split(".")[1].isdigit()}
 
 
-def end_leftover_steps(config, job: str, before: set[str] | None, log, wait_s: float = 20.0) -> list[str]:
+def end_leftover_steps(config, job: str, before: set[str] | None, log, wait_s: float = 20.0,
+                       until: float | None = None) -> list[str]:
     """Cancel the steps this preflight started that still run (a killed srun
     leaves its step behind, holding the nodes the workload needs) and wait
-    until Slurm has ended them, so the workload's step starts at once."""
+    until Slurm has ended them, so the workload's step starts at once. With
+    `until` (a time.monotonic() deadline) no call or wait runs past it by
+    more than a second per call."""
     if before is None:
         return []
-    now = job_steps(config, job)
+    now = job_steps(config, job, until=until)
     left = sorted((now or set()) - before)
     if left:
         from ..command import run as run_command
 
         try:
-            run_command([_tool(config, "scancel"), *left], timeout=15)
+            run_command([_tool(config, "scancel"), *left], timeout=_call_s(until))
             log(f"preflight: cancelled leftover step(s) {','.join(left)}")
         except CommandError as exc:
             log(f"preflight: could not cancel leftover step(s) {','.join(left)}: {exc}")
             return left
-        until = time.monotonic() + wait_s
-        while time.monotonic() < until:
-            still = job_steps(config, job)
-            if still is None or not still & set(left):
+        t0 = time.monotonic()
+        wait_until = t0 + wait_s if until is None else min(t0 + wait_s, until)
+        still: set[str] = set(left)
+        while time.monotonic() < wait_until:
+            still = job_steps(config, job, until=wait_until) or set()
+            if not still & set(left):
                 break
             time.sleep(0.5)
         else:
-            log(f"preflight: step(s) {','.join(sorted(still & set(left)))} still ending after {wait_s:.0f}s")
+            log(f"preflight: step(s) {','.join(sorted(still & set(left)))} still ending after "
+                f"{time.monotonic() - t0:.0f}s")
     return left
 
 
@@ -466,7 +484,7 @@ def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run
     # The analysis, drains and files need a few seconds at the end.
     end = start + budget - min(10.0, budget * 0.1)
     why: list[str] = []
-    before = job_steps(config, job, why)
+    before = job_steps(config, job, why, until=end)
     if before is None:
         run.notes.append(f"Slurm's steps of job {job} cannot be listed ({'; '.join(why)[:200]}): "
                          "a step this preflight has to kill may be left running, not cancelled")
@@ -484,7 +502,7 @@ def preflight(config, req: Request, adapter_factory, log=print, env=None) -> Run
             run.files["report"] = write_report(out_dir, job, run.to_dict())
         finally:
             t = time.monotonic()
-            end_leftover_steps(config, job, before, log)
+            end_leftover_steps(config, job, before, log, until=start + budget)
             run.phases["cleanup"] = round(time.monotonic() - t, 2)
     if not run.interrupted:
         _act(config, req, run, adapter_factory, out_dir, log)
@@ -501,7 +519,7 @@ def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir
     checks_until = min(end, t + max(15.0, config["hooks"]["deadline_s"] + 10.0), t + (end - t) * 0.4)
     run.reports, killed = run_checks(config, nodes, level, log_dir, checks_until)
     if killed:  # a node whose checks hung keeps its task: ended before the pair rounds
-        end_leftover_steps(config, run.job, before, log)
+        end_leftover_steps(config, run.job, before, log, until=end)
     run.phases["checks"] = round(time.monotonic() - t, 2)
     net_nodes = [n for n in nodes if judging.check_outcome(run.reports.get(n))[0] not in ("fail", "missing")]
     topology = None
@@ -519,11 +537,11 @@ def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir
         # decide meet new, proven partners (the burn-in's retest plan)
         first, again = network_batches(cfg, len(plan)), network_batches(cfg, 1, gpu=False)
         run.raw = run_network(cfg, net_nodes, plan, log_dir, t + (end - t) * first / (first + again),
-                              after_kill=lambda: end_leftover_steps(config, run.job, before, log))
+                              after_kill=lambda: end_leftover_steps(config, run.job, before, log, until=end))
     elif len(nodes) == 1 and net_nodes and cfg.get("gpu_tests"):
         # one node: no pair to measure, but its per-GPU tools run (all the time left)
         run.raw = run_network(cfg, net_nodes, [], log_dir, end,
-                              after_kill=lambda: end_leftover_steps(config, run.job, before, log))
+                              after_kill=lambda: end_leftover_steps(config, run.job, before, log, until=end))
     run.phases["network"] = round(time.monotonic() - t, 2)
     t = time.monotonic()
     judge(config, run, net_nodes, topology)
@@ -534,7 +552,7 @@ def _steps(config, req: Request, run: Run, nodes: list[str], level: str, log_dir
         run.phases["judge"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         more = run_network(cfg, net_nodes, [[tuple(p) for p in rnd] for rnd in retest], log_dir, end, "retest",
-                           gpu=False, after_kill=lambda: end_leftover_steps(config, run.job, before, log))
+                           gpu=False, after_kill=lambda: end_leftover_steps(config, run.job, before, log, until=end))
         run.raw += [dict(m, retest=1) for m in more]
         for rnd in retest:
             for a, b in rnd:
