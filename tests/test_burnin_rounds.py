@@ -524,6 +524,18 @@ def test_an_analysis_by_hand_while_the_run_still_runs_is_interim_never_its_end(t
     cli.main(["burnin", "analyze", r.dir, "--dry-run", "--config", r.cfg_path])
     out = capsys.readouterr().out
     assert out.startswith("INTERIM ANALYSIS: the run is not finished (retest round 1 of 1: ") and "RUN ENDED" not in out
+    # Without --dry-run too: an interim look drains nothing and records nothing (the run's own analysis does, at its end).
+    from slurmqual.burnin.results.store import existing
+
+    def stored():
+        with existing(f"{r.cfg_path.rsplit('/', 1)[0]}/sq.db") as store:
+            return store.runs(), store.last_verdicts(), store.all_baselines()
+    drains, before = list(r.cluster.drains), stored()
+    assert cli.main(["burnin", "analyze", r.dir, "--config", r.cfg_path]) in (0, 3, 4)
+    cap = capsys.readouterr()
+    assert cap.out.startswith("INTERIM ANALYSIS") and "nothing drained or recorded" in cap.out
+    assert "interim analysis (the run is not finished): nothing drained or recorded" in cap.err
+    assert r.cluster.drains == drains and stored() == before
     # Its tasks done, the analysis job still to run: still interim.
     r.cluster.job_list = _jobs(rec["tasks"].values(), "COMPLETED") + _jobs([rec["analysis"]], "PENDING")
     assert r.by_hand(capsys)["retest"]["interim"].endswith(f"its analysis job {rec['analysis']} has not judged it "

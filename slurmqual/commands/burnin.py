@@ -243,7 +243,8 @@ def _summary(a: dict) -> str:
     interim = (a.get("retest") or {}).get("interim")
     if interim:
         lines.insert(0, f"INTERIM ANALYSIS: the run is not finished ({interim}); verdicts may still change and "
-                        "untested nodes may yet be measured: the run's own analysis gives its end")
+                        "untested nodes may yet be measured: the run's own analysis gives its end; nothing drained or "
+                        "recorded")
     for n, v in sorted(a["nodes"].items()):
         if v["verdict"] != "pass":
             key, m = median_for(a, n)
@@ -485,10 +486,18 @@ def _round_state(run_dir, plan, scope, adapter, switches, problems):
 
 
 def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, run_dir, plan) -> None:
-    """Drain, record, write analysis.json and metrics (nothing but analysis.json under --dry-run)."""
+    """Drain, record, write analysis.json and metrics (nothing but analysis.json under --dry-run,
+    or in an interim look by hand while the run's jobs still run: its verdicts may still change,
+    and the run's own analysis drains and records at its end)."""
     from ..burnin.run import runner
 
-    if not args.dry_run:
+    interim = (analysis.retest or {}).get("interim")
+    if interim and not args.dry_run:
+        print("slurmqual: interim analysis (the run is not finished): nothing drained or recorded; the run's own "
+              "analysis drains and records at its end (scancel the run's jobs to make an analysis by hand its end)",
+              file=sys.stderr)
+    hold = args.dry_run or bool(interim)
+    if not hold:
         # A requalify run's swapped nodes are requalify's to drain (runner.drain_failures).
         leave = rundir.swapped_nodes(plan)
         drained = runner.drain_failures(adapter(), analysis, log=lambda m: print(m, file=sys.stderr), leave=leave)
@@ -497,7 +506,7 @@ def _act(args, config, adapter, analysis, run_id, when, scope, raw, versions, ru
                       runner.with_host_versions(config, versions))
     if run_dir:
         rundir.write_analysis(run_dir, analysis.to_dict())
-    if not args.dry_run and config["hooks"]["metrics_dir"]:
+    if not hold and config["hooks"]["metrics_dir"]:
         from ..metrics import write_burnin_metrics
 
         try:  # after analysis.json: metrics are nice to have, the analysis is not
