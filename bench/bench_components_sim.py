@@ -65,7 +65,15 @@ leaf) with the map or topology.conf; two slow leaves on one rail; every test kin
 with GPU tools (8 GPUs, or 2 GPUs and 4 rails) with a leaf, GPUs at 0.85 and NICs at
 0.8; a stale map (a node recabled into another unit); a map missing 5% of the
 nodes; 2,048 nodes with whole-node tests only; a leaf with failed tests and dead
-tasks; docs/BENCHMARKS.md "Held-out families, session 5".
+tasks; docs/BENCHMARKS.md "Held-out families, session 5". Session 6 adds
+(HELDOUT_GEN3, named "H3 ...", at the issue's sizes 64-1,024 nodes): 2-4
+rails with a leaf, whole-node + per-rail or whole-node only; 1,024 nodes with
+two leaves on two rails, bad NICs and slow links at 8% noise; GPU run-to-run
+noise 5% with a leaf; a leaf at 0.85 under 5% pair noise; host names that do
+not follow the racks (the map says); a leaf while 20% of the tasks die; a leaf
+that is also the leaf of bad NICs' nodes; a leaf on a rail burnin.rails does
+not list (runsim `Fabric.rail_subset`); docs/BENCHMARKS.md "Held-out families,
+session 6".
 """
 
 from __future__ import annotations
@@ -668,6 +676,136 @@ HELDOUT_GEN2 = [
     runsim.Family("H leaf uplinks slow", _h_uplinks),
 ]
 
+# -- held-out variants, session 6 (GEN3): what a field shows at the issue's sizes --------
+# 64-1,024 nodes, 4-8 rails (2 where named), the fabric map, whole-node and
+# per-rail tests combined as burnin.rails runs them, unless a family says.
+
+def _g3_fleet(rng, i, noise: float = 0.02, sizes=(64, 256, 1024, 128, 512), rails=(8, 4)):
+    n, r = sizes[i % len(sizes)], rails[i % len(rails)]
+    return runsim.healthy_fleet(rng, n, r, noise=noise)
+
+
+def _g3_few_rails(rng, i):
+    """2 or 4 rails (a 2-NIC storage-style node, a 4-rail H100 SKU), a rail
+    leaf slow (0.7-0.85); whole-node + per-rail tests, or whole-node only
+    (burnin.rails left empty), with the map."""
+    f = _g3_fleet(rng, i, rails=(2, 4, 4, 2))
+    _slow_leaf(f, rng, (0.7, 0.85))
+    return f, i % 3 != 2, None
+
+
+def _g3_big_mixed(rng, i):
+    """1,024 nodes: two rail leaves slow on two rails (two units), 1% NICs at
+    0.5-0.8 (none behind those leaves), 1-3 slow links, at 8% pair noise."""
+    f = runsim.healthy_fleet(rng, 1024, (8, 4)[i % 2], noise=0.08)
+    r1, r2 = rng.sample(f.rails, 2)
+    su1, su2 = rng.sample(sorted(set(f.su.values())), 2)
+    _slow_leaf(f, rng, (0.7, 0.85), su=su1, rail=r1)
+    _slow_leaf(f, rng, (0.7, 0.85), su=su2, rail=r2)
+    runsim.bad_nics(f, rng, round(0.01 * len(f.nodes)), (0.5, 0.8),
+                    avoid={x for x in f.nodes if f.su[x] in (su1, su2)})
+    return f, True, runsim.slow_routes(rng.randint(1, 3), (0.5, 0.7))
+
+
+def _g3_gpu_noise(rng, i):
+    """GPU run-to-run noise 5% with a slow rail leaf, 8 GPUs a node
+    (gpu_burn, nvbandwidth), a GPU at 0.85 on 1% of nodes (one of them
+    behind the leaf)."""
+    f = _g3_fleet(rng, i, sizes=(64, 128, 256, 96, 192))
+    f.gpus, f.gpu_noise = 8, 0.05
+    leaf = _slow_leaf(f, rng, (0.7, 0.85))
+    behind = sorted({x for (x, _r), sw in f.leaf.items() if sw == leaf})
+    k = max(1, round(0.01 * len(f.nodes)))
+    for x in rng.sample(behind, 1) + rng.sample([x for x in f.nodes if x not in behind], k - 1):
+        f.gpu_slow[(x, rng.randrange(f.gpus))] = 0.85
+    return f, True, None
+
+
+def _g3_leaf_noisy(rng, i):
+    """A rail leaf barely slow (0.83-0.87) under 5% pair noise."""
+    f = _g3_fleet(rng, i, noise=0.05)
+    _slow_leaf(f, rng, (0.83, 0.87))
+    return f, True, None
+
+
+def _renamed(f, rng, i):
+    """The fleet under host names that do not follow its racks: random
+    names (n-3fa9c1, ...) or rack-style names (a-01, ...) dealt out of
+    order, so name order says nothing of the scalable units; the map says."""
+    if i % 2:
+        names = set()
+        while len(names) < len(f.nodes):
+            names.add(f"{rng.choice(('n', 'cn', 'gpu-h'))}-{rng.getrandbits(24):06x}")
+        names = sorted(names)
+    else:
+        names = [f"{chr(97 + k // 832)}{chr(97 + k // 32 % 26)}-{k % 32 + 1:02d}" for k in range(len(f.nodes))]
+    rng.shuffle(names)
+    new = dict(zip(f.nodes, names))
+    f.nodes = sorted(names)
+    f.leaf = {(new[x], r): sw for (x, r), sw in f.leaf.items()}
+    f.su = {new[x]: k for x, k in f.su.items()}
+    f.spread = {new[x]: v for x, v in f.spread.items()}
+    return f
+
+
+def _g3_hostnames(rng, i):
+    """Host names that do not follow the racks, with the map: a rail leaf
+    slow, 1% nodes slow (0.5-0.85), 1% NICs at 0.8."""
+    f = _renamed(_g3_fleet(rng, i), rng, i)
+    _slow_leaf(f, rng, (0.7, 0.85))
+    k = max(1, round(0.01 * len(f.nodes)))
+    slow = runsim.slow_nodes(f, rng, k, (0.5, 0.85))
+    runsim.bad_nics(f, rng, k, (0.8, 0.8), avoid=set(slow))
+    return f, True, None
+
+
+def _g3_dead(rng, i):
+    """A slow rail leaf while 20% of the array's tasks die before writing a
+    result (a bad prolog on a share of the nodes) and 2% of tests fail."""
+    f = _g3_fleet(rng, i)
+    f.dead_share, f.failed = 0.2, 0.02
+    _slow_leaf(f, rng, (0.7, 0.85))
+    return f, True, None
+
+
+def _g3_leaf_of_nic(rng, i):
+    """A slow rail leaf (0.7-0.85) that is also the leaf of bad NICs: one
+    node behind it with a NIC on that rail well below it (0.45-0.6), one
+    with a NIC at 0.8 on another rail."""
+    f = _g3_fleet(rng, i)
+    leaf = _slow_leaf(f, rng, (0.7, 0.85))
+    rail = next(r for (_x, r), sw in f.leaf.items() if sw == leaf)
+    behind = sorted({x for (x, _r), sw in f.leaf.items() if sw == leaf})
+    x1, x2 = rng.sample(behind, 2)
+    f.nic[(x1, rail)] = rng.uniform(0.45, 0.6)
+    f.nic[(x2, rng.choice([r for r in f.rails if r != rail]))] = 0.8
+    return f, True, None
+
+
+def _g3_untested_rail(rng, i):
+    """burnin.rails lists half the rails (the others carry storage or were
+    left out): a rail leaf slow on a rail the per-rail tests never cross,
+    seen on the whole-node pairs only; 1% NICs at 0.8 on the listed rails."""
+    f = _g3_fleet(rng, i)
+    listed = sorted(rng.sample(f.rails, len(f.rails) // 2), key=f.rails.index)
+    f.rail_subset = listed
+    _slow_leaf(f, rng, (0.7, 0.85), rail=rng.choice([r for r in f.rails if r not in listed]))
+    for x in rng.sample(f.nodes, max(1, round(0.01 * len(f.nodes)))):
+        f.nic[(x, rng.choice(listed))] = 0.8
+    return f, True, None
+
+
+HELDOUT_GEN3 = [
+    runsim.Family("H3 2-4 rails, leaf", _g3_few_rails),
+    runsim.Family("H3 1,024: 2 leaves+NICs+links 8%", _g3_big_mixed),
+    runsim.Family("H3 GPU noise 5% + leaf", _g3_gpu_noise),
+    runsim.Family("H3 leaf 0.85, 5% noise", _g3_leaf_noisy),
+    runsim.Family("H3 host names not racks", _g3_hostnames),
+    runsim.Family("H3 leaf + 20% dead tasks", _g3_dead),
+    runsim.Family("H3 leaf of bad NICs' nodes", _g3_leaf_of_nic),
+    runsim.Family("H3 leaf on an untested rail", _g3_untested_rail),
+]
+
 HELDOUT = [
     runsim.Family("H clean fleet", _h_clean),
     runsim.Family("H leaf, tests x topology", _h_leaf(WITH_TOPOLOGY)),
@@ -679,7 +817,7 @@ HELDOUT = [
     runsim.Family("H heavy tail 5%", _h_heavy),
     runsim.Family("H 20% of nodes slow", _h_many_slow),
     runsim.Family("H NIC+node, tests x topology", _h_kinds),
-] + HELDOUT_GEN2
+] + HELDOUT_GEN2 + HELDOUT_GEN3
 
 
 def new_families(seeds: int, seed_base: int, only: str | None, verbose: bool, pick: set[int] | None = None,

@@ -124,6 +124,12 @@ class Fabric:
     # `uplinks`: leaf -> factor on the paths leaving it (to another scalable
     # unit); the paths inside its unit are fine.
     uplinks: dict[str, float] = field(default_factory=dict)
+    # GEN3's held-out families: `rail_subset`, the rails burnin.rails lists
+    # (the per-rail tests run on those only; the whole-node test still
+    # crosses every rail); `dead_share`, a share of the array's tasks that
+    # die before writing a result (at least `dead_tasks`).
+    rail_subset: list[str] | None = None
+    dead_share: float = 0.0
 
     def end(self, x: str, r: str) -> float:
         """One end of a rail path: the NIC, or the node's network side."""
@@ -265,7 +271,7 @@ class Jobs:
 def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool, seed: int = 0) -> Config:
     data = validate(parse_toml(b"", "<defaults>"), "<defaults>")
     b = data["burnin"]
-    b.update(run_dir=run_dir, topology=map_path, rails=list(fabric.rails) if rails else [],
+    b.update(run_dir=run_dir, topology=map_path, rails=list(fabric.rail_subset or fabric.rails) if rails else [],
              max_retest_rounds=MAX_RETEST_ROUNDS)
     if not fabric.whole_node:
         b.update(tests=[])
@@ -516,7 +522,8 @@ def _play(fabric: Fabric, seed: int, rails: bool, tmp: str, setup) -> RunResult:
     plan = rundir.read_plan(run_dir)
     if setup is not None:
         setup(fabric, plan["group_rounds"], rng)
-    dead = set(rng.sample(range(len(plan["groups"])), min(fabric.dead_tasks, len(plan["groups"]) - 1)))
+    ndead = max(fabric.dead_tasks, round(fabric.dead_share * len(plan["groups"])))
+    dead = set(rng.sample(range(len(plan["groups"])), min(ndead, len(plan["groups"]) - 1)))
     with plan_read_once():
         for i in range(len(plan["groups"])):
             measure_task(fabric, cfg, run_dir, str(i), rng, dead=i in dead)
@@ -706,6 +713,18 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     # pairs mostly stay inside a unit), and so may the leaves its slow
     # pairs lead to, where few pairs leave it (either end's uplinks).
     slow_sw |= {fabric.named_as(sw) for sw in fabric.uplinks} - {None}
+    measured = {r for (_x, r) in rail_partners}
+    unmeasured = set(fabric.rails) - measured if rails_measured else set()
+    if unmeasured:
+        # burnin.rails lists some rails: a leaf of another rail shows on the
+        # whole-node pairs only, as a unit's slow leaf shows without per-rail
+        # tests; its unit's leaves may be named with it.
+        members: dict[str, frozenset] = {}
+        for (x, _r), sw in fabric.leaf.items():
+            members[sw] = members.get(sw, frozenset()) | {x}
+        slow_members = {members[sw] for (_x, r), sw in fabric.leaf.items()
+                        if r in unmeasured and fabric.switch.get(sw, 1.0) < 1.0}
+        slow_sw |= {fabric.named_as(sw) for sw, m in members.items() if m in slow_members} - {None}
     if not rails_measured:
         # Whole-node pairs run over every rail leaf of both ends: which of
         # the leaves a unit's nodes share is slow they cannot tell. Those
@@ -737,7 +756,7 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
                     compared[s] = compared.get(s, 0) + 1
     must_switch = {fabric.named_as(s) for s, f in fabric.switch.items()
                    if seen_switch(f) * (1 + 3 * sigma) < THRESHOLD and nodes_under.get(s, 0) >= 3
-                   and compared.get(s, 0) >= 3} - {None}
+                   and compared.get(s, 0) >= 3 and not rails_of.get(s, set()) <= unmeasured} - {None}
     n_links = sum(len(v) for v in rail_partners.values()) // 2 + sum(len(v) for v in pair_partners.values()) // 2
     z_link = NORMAL.inv_cdf(1 - ALPHA / max(n_links, 1))
     sd_l = sigma / math.sqrt(1 + MAX_RETEST_ROUNDS)
