@@ -72,7 +72,10 @@ def attribute(key: str, ms: list["Measurement"], leaf_of: Callable[[str], str | 
         return ms, [], g  # one switch (or none known) is the whole fleet: nothing to compare it with
     # The level healthy paths run at (nodes' best pairs near the top): a slow
     # switch's pairs pull the plain median down, this does not move.
-    level = top_level(g, set(), p.threshold)
+    # (each pair once: one lucky pair is the best of both its ends, and two
+    # of them set a 16-node fleet's level 17% high: a unit of healthy
+    # nodes read slow against it)
+    level = top_level(g, set(), p.threshold, pairs_once=True)
     if not level:
         return ms, [], g
     search = _Search(g, leaf, members, level, p.threshold, p.alpha, p.noise_floor)
