@@ -1206,7 +1206,9 @@ def _settle_level(g: PairGraph, p: "Params", level: float | None, trusted: froze
 
 def _first_verdicts(g: PairGraph, score: dict[str, float | None], convicted: set[str], line: float) -> dict[str, str]:
     """Convicted: fail; below the line (within the noise) or with only
-    convicted partners: retest; else pass. Later stages only move these."""
+    convicted partners: retest; else pass. Later stages only move these.
+    Two nodes below the line with every other partner do not vouch for
+    each other through their one pair at or above it (`_vouched_by_a_low_partner`)."""
     verdicts: dict[str, str] = {}
     for n in g.adj:
         if n in convicted:
@@ -1215,7 +1217,27 @@ def _first_verdicts(g: PairGraph, score: dict[str, float | None], convicted: set
             verdicts[n] = "retest"  # below the line within the noise, or only convicted partners
         else:
             verdicts[n] = "pass"
+    for n, _total, _count in g.tight(line):
+        if verdicts.get(n) == "pass" and _vouched_by_a_low_partner(g, n, line):
+            verdicts[n] = "retest"
     return verdicts
+
+
+def _vouched_by_a_low_partner(g: PairGraph, n: str, line: float) -> bool:
+    """Is `n` (two pairs or more) below the line with every partner but one,
+    whose pair with it is at or above the line while that partner is below
+    it with every other partner? Two slow nodes whose one pair read high
+    (a student-t run 27% above its level) each passed on it: with a third
+    of their evidence from each other, neither is vouched for, and a
+    retest with new partners decides them (small fleets 5208: two nodes at
+    0.85 of a 64-node fleet, each below the line with its other partners)."""
+    pairs = g.adj[n]
+    high = [(q, v) for q, v in pairs if v >= line]
+    if len(pairs) < 2 or len(high) != 1:
+        return False
+    q = high[0][0]
+    others = [w for r, w in g.adj[q] if r != n]
+    return bool(others) and max(others) < line
 
 
 def _not_their_fault(g: PairGraph, verdicts: dict[str, str], score: dict[str, float | None],
