@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 # On a node slow on every rail, a NIC below this share of the node's own
 # median rail is named as well (a bad NIC in a slow node).
 OWN_RAIL_RATIO = 0.9
+# Retests no estimate can decide are kept up to the guard's limit, at most this many.
+SMALL_FLEET_RETESTS = 6
 VERDICT_ORDER = ("fail", "retest", "untested", "pass")  # worst first: a node's verdict is its worst key's
 
 
@@ -346,10 +348,17 @@ def _most_below_on_a_key(nodes: dict[str, dict]) -> int:
 
 
 def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int,
-                         last: bool = False) -> list[str]:
-    """At most `budget` nodes stay `retest`: the most ambiguous ones (their
-    level estimate nearest the line in sds, contradicting evidence first;
-    nodes nothing can decide, with only convicted partners, always stay).
+                         last: bool = False, retested: dict[str, int] | None = None, room: int = 0) -> list[str]:
+    """At most `budget` nodes stay `retest`: those fewest earlier retest
+    rounds re-measured (`retested`: a node the budget left out of one round
+    comes first in the next, never left out of every round by a rank its
+    unchanged values keep: small fleets 5044, a node at 0.85 decided
+    `untested` in round 0 and again in round 1 while nodes retested in round
+    1 took the budget again), then the most ambiguous ones (their level
+    estimate nearest the line in sds, contradicting evidence first; nodes
+    nothing can decide, with only convicted partners, always stay).
+    Nodes whose estimate would leave them `untested` (below the line within
+    the noise: maybe slow) stay as well while at most `room` stay in all.
     The others get the verdict their best estimate gives on every key they
     are `retest` on: fail when below the line and consistent with one slow
     level; untested (with a `why`) when below the line within the noise, or
@@ -360,7 +369,7 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
     or `untested` stays `retest` (the run then says it is undecided: an
     intra run just under the line leans pass only to spare a retest).
     Returns the nodes decided."""
-    ranked: list[tuple[float, str]] = []
+    ranked: list[tuple[int, float, str]] = []
     stays = 0
     for n, v in nodes.items():
         if v["verdict"] != "retest":
@@ -369,12 +378,21 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
         if not leans or any(amb is None for amb, _lean in leans):
             stays += 1
         else:
-            ranked.append((min(amb for amb, _lean in leans), n))
+            ranked.append(((retested or {}).get(n, 0), min(amb for amb, _lean in leans), n))
     keep = max(budget - stays, 0)
     if len(ranked) <= keep:
         return []
     ranked.sort()
-    decided = [n for _amb, n in ranked[keep:]]
+    unsure = max(room - stays - keep, 0)
+    decided = []
+    for _waited, _amb, n in ranked[keep:]:
+        if unsure and any(results[k].leaning[n][1] == "untested" for k, kv in nodes[n]["keys"].items()
+                          if kv["verdict"] == "retest"):
+            unsure -= 1  # its estimate cannot decide it: it stays, within `room`
+        else:
+            decided.append(n)
+    if not decided:
+        return []
     for n in decided:
         for k, kv in nodes[n]["keys"].items():
             if kv["verdict"] == "retest" and (not last or results[k].leaning[n][1] == "fail"):
@@ -708,6 +726,14 @@ def _decide_retests(nodes: dict[str, dict], results: dict[str, KeyResult], tests
     # fail), as past the budget; only nodes nothing decides stay (untested).
     budget = 0 if rounds is not None and rounds.last else max(p.retest_min, int(p.retest_fraction * tested))
     cap0 = max(p.guard_min, int(p.guard_fraction * tested))
+    # Nodes no estimate can decide (below the line within the noise) are
+    # retested up to as many as the guard lets the run drain, at most
+    # SMALL_FLEET_RETESTS: in a fleet under 120 nodes 5% is 2-5 nodes, and
+    # a 64-node fleet with 6-7 nodes at 0.85 left some of them undecided
+    # after both rounds (small fleets 5044, 5240) where its guard would
+    # have let all of them be drained. Nodes the estimate passes or fails
+    # are decided within the budget, as before: the rounds cost no more there.
+    room = budget and max(budget, min(cap0, SMALL_FLEET_RETESTS))
     held = sum(1 for v in nodes.values() if v["verdict"] == "fail") > cap0 \
         or any(r.info.get("split") for r in results.values())
     # On one key, the nodes below the line by their own level, consistently,
@@ -718,7 +744,8 @@ def _decide_retests(nodes: dict[str, dict], results: dict[str, KeyResult], tests
     slow_held = 0
     before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
     budget_held = 0
-    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last))
+    decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last),
+                                                        rounds.retested if rounds else None, room)
     for n in decided:
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
     fails = sum(1 for v in nodes.values() if v["verdict"] == "fail")

@@ -274,13 +274,17 @@ class RoundState:
     last one): no round can decide a `retest` node any more. `cleared`: the
     suspect links an earlier analysis settled (its `clear_links`) that no
     later round measured again: in the last round's analysis they stay
-    settled, as a decided fail stays fail (analyze.keep_cleared)."""
+    settled, as a decided fail stays fail (analyze.keep_cleared).
+    `retested` node -> how many submitted retest rounds had it as a
+    suspect: the retest budget keeps first the retests that waited longest
+    (analyze._apply_retest_budget)."""
     decided: dict[str, dict] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     switch_of: dict[str, str] | None = None
     partners: int = 2
     last: bool = False
     cleared: list[list[str]] = field(default_factory=list)
+    retested: dict[str, int] = field(default_factory=dict)
 
 
 def met_of(pairs: Iterable[Sequence[str]]) -> dict[str, set[str]]:

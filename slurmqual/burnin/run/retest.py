@@ -60,11 +60,12 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
                 first = decided.get(n, d).get("round")
                 decided[n] = dict(d, round=first, held=n in (st.get("suspects") or ()) and st.get("state") == "submitted")
     cleared = carried_links(stages)
+    retested = retested_in(stages)
     unavailable: dict[str, str] = {}
     wanted = set(scope)
     last = max_rounds > 0 and max((s["round"] for s in submitted(run_dir)), default=0) >= max_rounds
     if adapter_of is None:  # no rounds in this run (or no Slurm to ask)
-        return RoundState(decided, unavailable, switch_of, last=last, cleared=cleared)
+        return RoundState(decided, unavailable, switch_of, last=last, cleared=cleared, retested=retested)
     try:
         for i in adapter_of().node_info():
             if i.name in wanted and (i.drained or i.state in ("down", "future", "unknown")):
@@ -72,7 +73,19 @@ def round_state(run_dir: str, adapter_of, switch_of: dict[str, str] | None, scop
                     f"{': ' + i.reason if i.reason else ''}"
     except (SlurmError, OSError) as exc:
         problems.append(f"node states unreadable ({exc}): the retest plan leaves out only this run's own fails")
-    return RoundState(decided, unavailable, switch_of, last=last, cleared=cleared)
+    return RoundState(decided, unavailable, switch_of, last=last, cleared=cleared, retested=retested)
+
+
+def retested_in(stages: list[dict]) -> dict[str, int]:
+    """Node -> how many submitted retest rounds had it as a suspect (a round
+    whose submission failed or was cancelled measured nothing)."""
+    out: dict[str, int] = {}
+    for st in stages:
+        if st.get("state") == "submitted":
+            for n in st.get("suspects") or ():
+                if isinstance(n, str):
+                    out[n] = out.get(n, 0) + 1
+    return out
 
 
 def carried_links(stages: list[dict]) -> list[list[str]]:
