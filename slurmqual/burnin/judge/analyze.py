@@ -459,7 +459,7 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     below, slowdown = _below_baselines(nodes, baselines, {k: r.noise for k, r in results.items()}, p, guard,
                                        problems)
     _untested_reasons(nodes, run.all_nodes, problems)
-    plan = _retest_plan(nodes, links, clear, again, run, trusted, topology, rounds, problems)
+    plan = _retest_plan(nodes, links, clear, again, run, trusted, topology, rounds, problems, p.threshold)
     noise, keys_out = _key_summary(results, medians, gpu_keys)
     switches = _name_switches(model.findings, problems)
     return Analysis(medians, p.threshold, nodes, links, [] if guard.tripped else guard.would, guard.tripped,
@@ -1009,11 +1009,11 @@ def _untested_reasons(nodes: dict[str, dict], all_nodes: list[str], problems: li
 
 def _retest_plan(nodes: dict[str, dict], links: list[list[str]], clear: list[list[str]], again: list[list[str]],
                  run: _RunInputs, trusted: set[str] | None, topology, rounds: RoundState | None,
-                 problems: list[str]) -> list[list[list[str]]]:
+                 problems: list[str], threshold: float) -> list[list[list[str]]]:
     """The next round (next_round_plan, the one function that plans it),
     and how many retest nodes it could not pair with a proven-good partner."""
     retest = sorted(n for n in run.all_nodes if nodes[n]["verdict"] == "retest")
-    plan = next_round_plan(nodes, links, clear, again, run.measurements, trusted, topology, rounds)
+    plan = next_round_plan(nodes, links, clear, again, run.measurements, trusted, topology, rounds, threshold)
     planned = {n for rnd in plan for pair in rnd for n in pair}
     if [n for n in retest if n not in planned]:
         problems.append(f"{len([n for n in retest if n not in planned])} node(s) need a retest but have no "
@@ -1080,7 +1080,7 @@ def _below_own_baselines(nodes: dict[str, dict], key: str, base_of: dict[str, fl
 def next_round_plan(nodes: dict[str, dict], suspect_links: list[list[str]], clear_links: list[list[str]],
                     remeasure_links: list[list[str]], measurements: list[Measurement],
                     trusted: set[str] | None = None, topology=None,
-                    rounds: RoundState | None = None) -> list[list[list[str]]]:
+                    rounds: RoundState | None = None, threshold: float | None = None) -> list[list[list[str]]]:
     """The next retest round (plan.next_round) from this run's pairs: the one
     function that plans a round. analyze() writes it as `retest_plan`, the
     analysis job submits that; a caller holding an Analysis and the run's raw
@@ -1088,15 +1088,34 @@ def next_round_plan(nodes: dict[str, dict], suspect_links: list[list[str]], clea
     ``next_round_plan(a.nodes, a.suspect_links, a.clear_links, a.remeasure_links,
     records.from_dicts(raw), topology=topo)``. The links measured again are
     those no key settles (plan.to_remeasure); partners met on any pair test,
-    valid or not; how often each pair was measured (valid tests only)."""
-    from .plan import met_of, next_round, repeats_of
+    valid or not; how often each pair was measured (valid tests only);
+    `threshold`: the run's (Params.threshold), for plan.low_pairs."""
+    from .plan import low_pairs, met_of, next_round, repeats_of
 
     links = to_remeasure(suspect_links, clear_links, remeasure_links, rails_open=True)
     pairs = [m for m in measurements if len(m.nodes) == 2]
+    key_of: dict[tuple, str] = {}  # one key per (test, GPU model, rail), not one make_key per line
+    # The pairs of the nodes the round retests, per key (plan.low_pairs:
+    # those below 90% of what both ends read elsewhere are measured again
+    # in the round that retests them).
+    p = Params()
+    retested = {n for n, v in nodes.items() if v["verdict"] == "retest"}
+    values: dict[tuple[str, str, str], list[float]] = {}
+    sizes: dict[str, set[int]] = {}
+    if retested:
+        for m in pairs:
+            a, b = m.nodes
+            if m.ok and m.rail is None and (a in retested or b in retested):  # whole-node keys (low_pairs)
+                k = key_of.get((m.test, m.gpu_model, m.rail)) or key_of.setdefault((m.test, m.gpu_model, m.rail), m.key)
+                sizes.setdefault(k, set()).add(m.size)
+                values.setdefault((a, b, k, m.size) if a < b else (b, a, k, m.size), []).append(m.busbw)
+    # at the size the key is judged at (_at_reference: the reference size, else the largest)
+    at = {k: p.reference_size if p.reference_size in s else max(s) for k, s in sizes.items()}
+    lows = low_pairs(nodes, {(a, b, k): median(vs) for (a, b, k, size), vs in values.items() if size == at[k]},
+                     threshold or p.threshold)
     # How often each suspect link was measured (next_round asks only about
     # those): its lines, not every pair's (a pass over 237,568 lines at 16k x 8).
-    asked = {(x[0], x[1]) for x in links} | {(x[1], x[0]) for x in links}
-    key_of: dict[tuple, str] = {}  # one key per (test, GPU model, rail), not one make_key per line
+    asked = {(x[0], x[1]) for x in [*links, *lows]} | {(x[1], x[0]) for x in [*links, *lows]}
     # A failed test measured nothing: a link whose repeat failed is measured
     # again (counted, it kept one value and no round: its suspect link was
     # dropped unsettled once the rounds were spent).
@@ -1109,7 +1128,7 @@ def next_round_plan(nodes: dict[str, dict], suspect_links: list[list[str]], clea
 
         state = RoundState(state.decided, state.unavailable, switch_of(topology), state.partners, state.last)
     # each pair once (a pair has a line per rail and test): the same sets, in the same order
-    return next_round(nodes, links, met_of(dict.fromkeys(m.nodes for m in pairs)), times, trusted or (), state)
+    return next_round(nodes, links, met_of(dict.fromkeys(m.nodes for m in pairs)), times, trusted or (), state, lows)
 
 
 def keep_decided(nodes: dict[str, dict], decided: dict[str, dict]) -> None:

@@ -353,9 +353,57 @@ def to_remeasure(links: list[list[str]], clear: list[list[str]],
             if frozenset(x[:2]) not in (rail_settled if len(x) > 2 and (rails_open or x in again) else settled)]
 
 
+def low_pairs(nodes: dict[str, dict], values: dict[tuple[str, str, str], float], threshold: float) -> list[list[str]]:
+    """Pairs (a, b) reading below `threshold` of what each of their ends
+    reads with its other partners on a pair key (`values`: (a, b, key) ->
+    the pair's value there, the median of its repeats; every pair of the
+    `retest` nodes). An end's level is its `own` level there (its pairs
+    with partners not under suspicion and no suspect link), else its
+    `score`; a `retest` end's the median of its other pairs where that is
+    higher (its score counts the low pair itself: a route's one value pulls
+    its end below the line, and its own level counts the pair until it is
+    a suspect link). A node a little
+    slow (0.87) reads its pairs about its own level, not 10% under it: none
+    of them is low. Pairs with an end behind a switch found slow are left
+    out (the switch, not the link). Whole-node pair keys only: there a
+    route shows on a pair no rail key names; rail keys measure their own
+    clearly low single values again (pairs.CLEARLY_LOW), and a retested
+    NIC's every low rail pair measured again at 8% noise reran 15% more
+    node-jobs, and a run of it drained a healthy node (bench_components_sim
+    'links, 8% noise', base 9001, seed 9004)."""
+    per: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for (a, b, key), v in values.items():
+        per.setdefault((a, key), []).append((b, v))
+        per.setdefault((b, key), []).append((a, v))
+
+    def level(x: str, other: str, key: str) -> float | None:
+        v = nodes[x]
+        k = (v.get("keys") or {}).get(key)
+        own = None if k is None else k.get("own", k.get("score"))
+        if own is None or v["verdict"] != "retest":
+            return own
+        rest = sorted(w for q, w in per.get((x, key), ()) if q != other)
+        if not rest:
+            return own
+        mid = len(rest) // 2
+        return max(own, rest[mid] if len(rest) % 2 else (rest[mid - 1] + rest[mid]) / 2)
+
+    out: set[tuple[str, str]] = set()
+    for (a, b, key), v in values.items():
+        if _topo(key) != "pair":
+            continue
+        va, vb = nodes.get(a), nodes.get(b)
+        if va is None or vb is None or va.get("behind_suspect_switch") or vb.get("behind_suspect_switch"):
+            continue
+        la, lb = level(a, b, key), level(b, a, key)
+        if la is not None and lb is not None and v < threshold * la and v < threshold * lb:
+            out.add((a, b) if a < b else (b, a))
+    return [list(p) for p in sorted(out)]
+
+
 def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict[str, set[str]],
                repeats: dict[frozenset[str], int] | None = None, trusted: Iterable[str] = (),
-               state: RoundState | None = None) -> list[list[list[str]]]:
+               state: RoundState | None = None, lows: Iterable[Sequence[str]] = ()) -> list[list[list[str]]]:
     """The pair rounds of a run's next retest round: THE plan (analyze()'s
     `retest_plan`, printed by `burnin analyze --json`, is what the run's
     analysis job submits). Each `retest` node, each node failing its
@@ -369,7 +417,18 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     own. Decided fails and `unavailable` nodes are never planned, suspects
     nor partners; a partner behind a switch found slow (`behind_suspect_switch`)
     only where no other is free. Nodes without a partner are left out
-    (retest.settle says why)."""
+    (retest.settle says why).
+
+    `lows` (low_pairs: below 90% of what each end reads with its other
+    partners): such a pair of a `retest` node, its other end passing or
+    `retest` too, is measured again in the round that retests the node,
+    once per round while it has fewer than LINK_VALUES values (its ends
+    are in the round anyway, or one passing end joins it). The round's new
+    partners tell the node's part only: a route at 0.62 whose end was
+    `retest` (not fine elsewhere: no suspect link) kept its one low value
+    while new partners cleared the end, and was asked again only after
+    the last round, unsettled (links 8%, whole-node). A node slow on its
+    own reads its pairs about its own level: none of them is low."""
     st = state or RoundState()
     out_of = set(st.unavailable) | {n for n, d in st.decided.items() if not d.get("held")}
     rails = set(rail_suspects(nodes))
@@ -377,7 +436,10 @@ def next_round(nodes: dict[str, dict], suspect_links: list[list[str]], met: dict
     # drained, and no later round pins a job to it, nor re-measures its
     # links (new partners and a held drain bought no answer).
     out_of |= {n for n, v in nodes.items() if v["verdict"] == "fail" and n not in rails}
-    links = [(a, b) for a, b, *_rail in suspect_links
+    retested = {n for n, v in nodes.items() if v["verdict"] == "retest"} - out_of
+    passing = {n for n, v in nodes.items() if v["verdict"] == "pass"} - out_of
+    lows = [(a, b) for a, b, *_rail in lows if {a, b} & retested and {a, b} <= retested | passing]
+    links = [(a, b) for a, b, *_rail in [*suspect_links, *lows]
              if (repeats or {}).get(frozenset((a, b)), 1) < LINK_VALUES and not {a, b} & out_of]
     links = list(dict.fromkeys(tuple(sorted(p)) for p in links))
     # An end of a link that passes is fine with its other partners: new
