@@ -103,23 +103,28 @@ class Paths:
         return switch in la or switch in lb
 
 
-def whole_node_units(topology, rails_tested: bool) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """Where a run has whole-node tests only and the topology is a per-rail
-    fabric map (no node leaves): each node's unit (the nodes that share
-    every rail leaf: a scalable unit in a rail-optimised fabric) as the
-    switch the whole-node key is searched by, and each unit's rail leaves.
-    A whole-node pair runs over all of a node's rail leaves, so a slow rail
-    leaf slows its unit's whole-node pairs, and which rail it is the
-    whole-node key cannot tell: a unit found slow names all its leaves.
-    Without this, no switch was looked for on that key and a slow rail
-    leaf drained every node behind it (a map and the default burnin.rails
-    = []). Empty where the run tests rails (their keys find the leaf) or
-    the topology gives node leaves."""
-    if rails_tested or topology.node_switch or not topology.rail_switch:
+def whole_node_units(topology, rails_tested: set[str] | bool) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Where the whole-node key is the only one through some rail leaves
+    and the topology is a per-rail fabric map (no node leaves): each node's
+    unit (the nodes that share every rail leaf the per-rail keys leave
+    unmeasured: a scalable unit in a rail-optimised fabric) as the switch
+    the whole-node key is searched by, and each unit's leaves on those
+    rails. A whole-node pair runs over all of a node's rail leaves, so a
+    slow rail leaf slows its unit's whole-node pairs, and which of the
+    untested rails it is the whole-node key cannot tell: a unit found slow
+    names all those leaves. Without this, no switch was looked for on that
+    key and a slow rail leaf drained every node behind it (a map and the
+    default burnin.rails = []; or burnin.rails listing some rails, the
+    slow leaf on another). `rails_tested`: the rails the run's rail keys
+    measure (True: every rail of the map). Empty where every rail is
+    tested (their keys find the leaf) or the topology gives node leaves."""
+    if rails_tested is True or topology.node_switch or not topology.rail_switch:
         return {}, {}
+    tested = set(rails_tested or ())
     leaves: dict[str, set[str]] = {}
-    for (n, _rail), sw in topology.rail_switch.items():
-        leaves.setdefault(n, set()).add(sw)
+    for (n, rail), sw in topology.rail_switch.items():
+        if rail not in tested:
+            leaves.setdefault(n, set()).add(sw)
     unit = {n: "+".join(sorted(ls)) for n, ls in leaves.items()}
     return unit, {u: u.split("+") for u in set(unit.values())}
 
@@ -369,8 +374,16 @@ def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology |
     paths = model.paths = Paths(topology)
     net = {k: split_key(k)[2] if split_key(k)[1] == "rail" else None for k in by_key
            if split_key(k)[1] in ("pair", "rail") and not (fleet_level or {}).get(k)}
-    unit, unit_leaves = whole_node_units(topology, any(r is not None for r in net.values()))
+    tested = {r for r in net.values() if r is not None}
+    unit, unit_leaves = whole_node_units(topology, tested)
+    # Some rails tested, others not: the whole-node key is searched by the
+    # untested rails' units once the tested rails' switches are divided out
+    # of it (a slow leaf of a tested rail slows its unit's whole-node pairs
+    # too; it is not an untested rail's leaf).
+    later = {k for k, rail in net.items() if rail is None and unit and tested}
     for key, rail in sorted(net.items()):
+        if key in later:
+            continue
         whole = rail is None and bool(unit)
         by_key[key], found, graphs[key] = attribute(key, by_key[key],
                                                     (unit if whole else topology.leaves(rail)).get, p)
@@ -380,6 +393,9 @@ def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology |
     explained, changed, divided = explain_switches(by_key, findings, paths, p, net)
     for key in changed:
         graphs.pop(key, None)  # its pairs changed: judge_pairs builds their graph again
+    for key in sorted(later):
+        by_key[key], found, graphs[key] = attribute(key, by_key[key], unit.get, p)
+        findings += [replace(f, switch=s) for f in found for s in unit_leaves[f.switch]]
     # Which pairs ran through a slow switch one end is not behind: on the
     # key it was found on and on every key it was divided out of. Such a
     # pair bounds that end's level, it does not show it healthy.
