@@ -82,3 +82,13 @@ def test_units_of_the_untested_rails_leaves():
     assert sorted(leaves[unit["gpu00005"]]) == ["su1-rail1", "su1-rail2"]
     assert whole_node_units(topo, rails_tested={"mlx5_0", "mlx5_1", "mlx5_2"}) == ({}, {})
     assert whole_node_units(topo, rails_tested=set()) == whole_node_units(topo, rails_tested=False)
+
+
+def test_the_bench_truth_lets_the_unit_be_named_and_asks_for_no_switch(untested):
+    """runsim.truth: which untested rail's leaf is slow, whole-node pairs
+    cannot tell; the unit's leaves may be named, none must be."""
+    f, run = untested
+    t = runsim.truth(f, run.first)
+    assert {"su2-rail2", "su2-rail3"} <= t.slow_switches
+    assert not t.must_switch
+    assert ("gpu00070", "mlx5_1") in t.must_nic
