@@ -336,19 +336,80 @@ def _unpass_below_healthy(nodes: dict[str, dict], results: dict[str, KeyResult],
             v.update(_node_verdict(v["keys"], tests, parts))
 
 
-def _most_below_on_a_key(nodes: dict[str, dict]) -> int:
+def _most_below_on_a_key(nodes: dict[str, dict], between: dict[str, set[str]] | None = None) -> int:
     """The most nodes below the line on any one key: failing it, still
-    `retest` on it, or decided `untested` on it by the retest budget."""
+    `retest` on it, or decided `untested` on it by the retest budget; a
+    retest there that a pair of switches explains (`between`) not counted."""
     count: dict[str, int] = {}
-    for v in nodes.values():
+    between = between or {}
+    for n, v in nodes.items():
+        explained = between.get(n, ())
         for k, kv in v["keys"].items():
-            if kv["verdict"] in ("fail", "retest", "untested"):
+            if kv["verdict"] in ("fail", "retest", "untested") and not (kv["verdict"] == "retest" and k in explained):
                 count[k] = count.get(k, 0) + 1
     return max(count.values(), default=0)
 
 
+def _between_switches(pairs: list, nodes: dict[str, dict], tests: list[str], parts: dict[str, tuple],
+                      rounds: RoundState | None, problems: list[str]) -> dict[str, set[str]]:
+    """node -> the keys on which its `retest` is explained by a pair of
+    switches whose pairs between them are slow, each one's other pairs fine
+    (components.UndecidedSwitches: one of them has slow uplinks, the path between
+    them is slow; the plan paired two units' nodes only with each other),
+    or by a switch whose pairs read below the line, not clearly yet (a leaf
+    at 0.88 whose unit the plan paired only inside itself: 16 retests past
+    the budget held the run, runsim "H leaf at 0.88" 7019).
+    On a rail key the pair explains the node's whole-node pairs too (they
+    run over that rail). Such retests stay `retest` whatever the budget and
+    are no blast-radius count: a round pairing them with partners under a
+    third switch tells which switch it is. A node failing there is `retest`
+    there until that round: its pairs between the two switches show the
+    path, not the node, and one low pair inside its switch is no level
+    (a transient hit on it failed two healthy nodes of a unit whose leaf's
+    uplinks were slow, runsim "H leaf uplinks slow" 7011). Not in the last
+    round (no round is left to tell: as before, the guard may hold the run)."""
+    if not pairs or (rounds is not None and rounds.last):
+        return {}
+    out: dict[str, set[str]] = {}
+    whole = [k for k, (_t, topo, _r) in parts.items() if topo == "pair"]
+    for sp in pairs:
+        keys = {sp.key, *whole} if parts.get(sp.key, ("", "", None))[1] == "rail" else {sp.key}
+        mine = []
+        for n in sorted(sp.nodes):
+            v = nodes.get(n)
+            kv = (v or {}).get("keys", {}).get(sp.key)
+            if not kv or kv["verdict"] not in ("retest", "fail"):
+                continue
+            mine.append(n)
+            changed = False
+            for k in keys & set(v["keys"]):
+                if v["keys"][k]["verdict"] == "fail":
+                    v["keys"][k]["verdict"] = "retest"
+                    changed = True
+            if changed:
+                v.update(_node_verdict(v["keys"], tests, parts))
+            out.setdefault(n, set()).update(keys)
+        if mine:
+            names = [_unit_name(x) for x in sp.switches]
+            what = f"pairs between switches {names[0]} and {names[1]} ({sp.key}) at {sp.factor:.0%} of the fleet, " \
+                "each one's other pairs fine: one of them has slow uplinks (or the path between them is slow)" \
+                if len(names) == 2 else f"switch {names[0]} ({sp.key}): its pairs at {sp.factor:.0%} of the fleet, " \
+                "most of its nodes below the line, not clearly yet"
+            problems.append(f"{what}; {len(mine)} of their nodes retested with partners under other switches to "
+                            "tell, whatever the retest budget, none drained for it")
+    return out
+
+
+def _unit_name(switch: str) -> str:
+    """A whole-node unit (fabricmodel.whole_node_units: its rail leaves
+    joined by '+') as a line can show it: its first leaf and how many more."""
+    leaves = switch.split("+")
+    return switch if len(leaves) == 1 else f"{leaves[0]} (+{len(leaves) - 1} leaves of its unit)"
+
+
 def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], budget: int,
-                         last: bool = False, retested: dict[str, int] | None = None, room: int = 0) -> list[str]:
+                         last: bool = False, retested: dict[str, int] | None = None, room: int = 0,
+                         between: dict[str, set[str]] | None = None) -> list[str]:
     """At most `budget` nodes stay `retest`: those fewest earlier retest
     rounds re-measured (`retested`: a node the budget left out of one round
     comes first in the next, never left out of every round by a rank its
@@ -368,11 +429,16 @@ def _apply_retest_budget(nodes: dict[str, dict], results: dict[str, KeyResult], 
     below the line that no healthy node can be); what would lean `pass`
     or `untested` stays `retest` (the run then says it is undecided: an
     intra run just under the line leans pass only to spare a retest).
+    A node `retest` only on keys a pair of switches explains (`between`)
+    is neither decided nor counted: the round with a third switch is its.
     Returns the nodes decided."""
     ranked: list[tuple[int, float, str]] = []
     stays = 0
+    between = between or {}
     for n, v in nodes.items():
         if v["verdict"] != "retest":
+            continue
+        if n in between and all(k in between[n] for k, kv in v["keys"].items() if kv["verdict"] == "retest"):
             continue
         leans = [results[k].leaning.get(n, (None, "retest")) for k, kv in v["keys"].items() if kv["verdict"] == "retest"]
         if not leans or any(amb is None for amb, _lean in leans):
@@ -447,13 +513,14 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     results, medians = _judge_keys(run.by_key, p, fleet_level, trusted, model, pools)
     nodes, parts = _judge_nodes(run, results, model, p, problems)
     _recheck_whole_node_only(nodes, run.tests, parts, rounds)
-    held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems)
+    between = _between_switches(model.between, nodes, run.tests, parts, rounds, problems)
+    held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems, between)
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
     links, clear, again = _links_of(results, run.by_key, p)
     again = sorted([*again, *(x for x in rail_questions(clear, results, model.graphs, run.by_key) if x not in again)])
     keep_decided(nodes, rounds.decided if rounds else {})
     links, clear = keep_cleared(nodes, links, clear, rounds.cleared if rounds and rounds.last else [])
-    guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems, topology)
+    guard = _blast_radius(nodes, run.all_nodes, results, p, held, problems, topology, between)
     if guard.tripped:
         _unpass_in_held_run(nodes, results, run, parts, p)
     below, slowdown = _below_baselines(nodes, baselines, {k: r.noise for k, r in results.items()}, p, guard,
@@ -715,11 +782,13 @@ class _Held:
 
 
 def _decide_retests(nodes: dict[str, dict], results: dict[str, KeyResult], tests: list[str],
-                    parts: dict[str, tuple], p: Params, rounds: RoundState | None, problems: list[str]) -> _Held:
+                    parts: dict[str, tuple], p: Params, rounds: RoundState | None, problems: list[str],
+                    between: dict[str, set[str]] | None = None) -> _Held:
     """The retest budget decides the least ambiguous retests by their best
     estimate (_apply_retest_budget), only in a run that drains: when the
     guard holds every drain (a fabric-wide problem), or deciding them would
-    trip it, nothing is decided."""
+    trip it, nothing is decided. Retests a pair of switches explains
+    (`between`, _between_switches) are left to the next round."""
     tested = sum(1 for v in nodes.values() if v["verdict"] != "untested")
     # Rounds spent: no retest is left to decide a node, every one is decided
     # by its best estimate (below the line where no healthy node can be:
@@ -745,11 +814,11 @@ def _decide_retests(nodes: dict[str, dict], results: dict[str, KeyResult], tests
     before = {n: {k: dict(kv) for k, kv in v["keys"].items()} for n, v in nodes.items() if v["verdict"] == "retest"}
     budget_held = 0
     decided = [] if held else _apply_retest_budget(nodes, results, budget, bool(rounds and rounds.last),
-                                                        rounds.retested if rounds else None, room)
+                                                        rounds.retested if rounds else None, room, between)
     for n in decided:
         nodes[n].update(_node_verdict(nodes[n]["keys"], tests, parts))
     fails = sum(1 for v in nodes.values() if v["verdict"] == "fail")
-    below = _most_below_on_a_key(nodes)
+    below = _most_below_on_a_key(nodes, between)
     if decided and (fails > cap0 or below > 2 * cap0 or slow_count > cap0):
         # Deciding them would trip the guard, or leave more than twice its
         # limit below the line on one key (half a fleet slow moves that
@@ -844,7 +913,8 @@ def unmapped_shared_rail(nodes: dict[str, dict], rails: set[str], topology) -> t
     return None
 
 
-def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology) -> tuple[str, list[str]] | None:
+def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology,
+                          between: dict[str, set[str]] | None = None) -> tuple[str, list[str]] | None:
     """Nodes named one after another (sites name a rack's or a scalable
     unit's nodes in order: gpu[01664-01695]) below the line together on
     one key (the whole-node key, or one rail's), at least SHARED_RAIL_MIN
@@ -859,22 +929,27 @@ def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology
     scattered over the names. A node without a number on the key neither
     breaks nor joins a block; one the topology places breaks it (a map
     missing a few nodes: they are not one after another). Returns (key,
-    the longest such block in natural name order) or None."""
+    the longest such block in natural name order) or None. A retest that
+    a pair of switches explains (`between`: _between_switches) is placed:
+    it breaks a block."""
     low: dict[str, dict[str, bool]] = {}  # key -> node -> below the line there
     fine: list[str] = []                 # nodes every key of which passed (read fine on each key they have)
     rail_of: dict[str, str | None] = {}  # key -> its rail (None: the whole-node key), split once
+    between = between or {}
     for n in all_nodes:
         v = nodes[n]
         if v["verdict"] == "pass":
             fine.append(n)
             continue
+        explained = between.get(n, ())
         for k, kv in v.get("keys", {}).items():
             if k not in rail_of:
                 _, kind, rail = split_key(k)
                 if kind not in ("pair", "rail"):
                     continue
                 rail_of[k] = rail if kind == "rail" else None
-            low.setdefault(k, {})[n] = kv.get("verdict") in _SUSPECT
+            low.setdefault(k, {})[n] = kv.get("verdict") in _SUSPECT and \
+                not (kv.get("verdict") == "retest" and k in explained)
     rails = sorted({r for k, r in rail_of.items() if r is not None})
 
     @functools.cache
@@ -912,7 +987,7 @@ def unmapped_shared_block(nodes: dict[str, dict], all_nodes: list[str], topology
 
 
 def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[str, KeyResult], p: Params,
-                  held: _Held, problems: list[str], topology=None) -> _Guard:
+                  held: _Held, problems: list[str], topology=None, between: dict[str, set[str]] | None = None) -> _Guard:
     """A run that would drain too much of the fleet drains nothing: too
     many fails, a fleet split in two levels on a key, many nodes failing
     one rail alone, or nodes named one after another on the whole-node key,
@@ -926,7 +1001,7 @@ def _blast_radius(nodes: dict[str, dict], all_nodes: list[str], results: dict[st
     tripped = len(would) > cap or bool(held.budget_held)
     rails = {split_key(k)[2] for k in results if split_key(k)[1] == "rail"}
     shared = None if tripped else unmapped_shared_rail(nodes, rails, topology)
-    block = None if tripped or shared else unmapped_shared_block(nodes, all_nodes, topology)
+    block = None if tripped or shared else unmapped_shared_block(nodes, all_nodes, topology, between)
     tripped = tripped or shared is not None or block is not None
     split = {k: r.info["clearly_above"] for k, r in results.items() if r.info.get("split")}
     if split:

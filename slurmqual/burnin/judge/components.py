@@ -14,7 +14,13 @@ the nodes behind a slow switch are not drained for it:
   other switches at least, and the pairs inside it are fine (only traffic
   crossing the spine suffers). Slow pairs that all lead to one other switch
   name neither: either end's uplinks may be at fault, and their nodes'
-  retest (partners under other switches) tells which.
+  retest (partners under other switches) tells which. Such a pair of
+  switches is reported (`UndecidedSwitches`, `attribute`'s `between`), and
+  so is a switch whose pairs read below the line but not clearly yet: their
+  nodes are retested whatever the retest budget, and are no blast-radius
+  count (the plan pairs two units' nodes with each other: a leaf's slow
+  uplinks made 32 nodes `retest`, past the budget, and the guard held the
+  run before any round could tell which leaf).
 
 Switches are found one at a time, the slowest first; each finding divides
 the pairs through it by its factor (the median of those pairs against the
@@ -57,11 +63,35 @@ class SwitchFinding:
                 "nodes": self.nodes, "pairs": self.pairs}
 
 
+@dataclass(frozen=True)
+class UndecidedSwitches:
+    """What one key's slow pairs point at but do not yet settle: two
+    switches whose pairs between them are slow while each one's other pairs
+    (inside it, to other switches) are fine (one of the two switches'
+    uplinks, or the path between them: only pairs with a third switch tell
+    which), or one switch whose pairs and most of whose nodes read below the
+    line, but not clearly below it yet (a leaf at 0.88 whose unit the plan
+    paired only inside itself: pairs with other switches add the evidence).
+    Either way a retest round with partners under other switches decides."""
+    key: str
+    switches: tuple[str, ...]
+    factor: float              # their slow pairs against the fleet level
+    nodes: frozenset[str]      # their nodes below the line there
+    pairs: int                 # the pairs judged
+
+    def to_dict(self) -> dict:
+        return {"switches": list(self.switches), "key": self.key, "factor": round(self.factor, 3),
+                "nodes": len(self.nodes), "pairs": self.pairs}
+
+
 def attribute(key: str, ms: list["Measurement"], leaf_of: Callable[[str], str | None],
-              p: "Params", g: PairGraph | None = None) -> tuple[list["Measurement"], list[SwitchFinding], PairGraph]:
+              p: "Params", g: PairGraph | None = None,
+              between: list[UndecidedSwitches] | None = None) -> tuple[list["Measurement"], list[SwitchFinding], PairGraph]:
     """Slow switches of one pair/rail key, the measurements with their effect
     divided out (unchanged when none is slow) and their link graph (for
-    judge_pairs). `g`: link_values(ms) when the caller has it."""
+    judge_pairs). `g`: link_values(ms) when the caller has it. `between`:
+    gets the one pair of switches the key's slow pairs lead between, when
+    one does (_Search.undecided)."""
     g = g if g is not None else link_values(ms)
     leaf = {n: leaf_of(n) for n in g.adj}
     members: dict[str, list[str]] = {}
@@ -84,6 +114,8 @@ def attribute(key: str, ms: list["Measurement"], leaf_of: Callable[[str], str | 
         f, s, kind, pairs = best
         search.divide(s, pairs, f)
         findings.append(SwitchFinding(s, key, kind, f, len(members[s]), len(pairs)))
+    if between is not None:
+        between += search.undecided(key)
     if not findings:
         return ms, [], g
     value = search.value
@@ -131,6 +163,13 @@ class _Search:
         self.score: dict[str, float] = {}
         self.half = len(g.adj) / 2
         self.done: set[str] = set()
+        # switch -> the one other switch all its slow leaving pairs lead to
+        # (its pairs inside fine, its leaving pairs clearly slow): set and
+        # cleared by _candidate, read by undecided().
+        self.lone: dict[str, str] = {}
+        # switch -> (the median of its pairs, how many) where its pairs and
+        # most of its nodes read below the line, not clearly (_candidate).
+        self.near: dict[str, tuple[float, int]] = {}
         self.cand = {s: self._candidate(s) for s in members}
 
     def clearly_below(self, f: float, count: int) -> bool:
@@ -216,8 +255,55 @@ class _Search:
         for sw in {self.leaf[n] for n in nodes} - {None} - self.done:
             self.cand[sw] = self._candidate(sw)
 
+    def undecided(self, key: str) -> list[UndecidedSwitches]:
+        """The pair of switches not found slow whose slow pairs lead only to
+        each other (one of them at least sees no other: `lone`), their pairs
+        between them clearly slow, or the switch not found slow whose pairs
+        and most of whose nodes read below the line, not clearly (`near`);
+        with a third switch on the key to pair their nodes with. Only where
+        exactly one such question is open: many are a spine plane or the
+        fleet, not one switch."""
+        if len(self.members) < 3:
+            return []
+        found: dict[tuple[str, ...], UndecidedSwitches] = {}
+        leaf, ratio, cut = self.leaf, self.ratio, self.cut
+        for s, (f, count) in sorted(self.near.items()):
+            if s in self.done:
+                continue
+            nodes = frozenset(n for n in self.members[s] if self.score.get(n, 1.0) < cut)
+            if len(nodes) >= MIN_NODES:
+                found[(s,)] = UndecidedSwitches(key, (s,), f, nodes, count)
+        for s, t in sorted(self.lone.items()):
+            if s in self.done or t in self.done or not self._fine_apart(t, s):
+                continue
+            ends = tuple(sorted((s, t)))
+            if ends in found:
+                continue
+            xs = [x for x in self.leaving[s] if {leaf[x[0]], leaf[x[1]]} == {s, t}]
+            slow = [x for x in xs if ratio[x] < cut]
+            f = median([ratio[x] for x in xs])
+            nodes = frozenset(n for x in slow for n in x)
+            if len(xs) < MIN_NODES or len(slow) < MOST * len(xs) or not self.clearly_below(f, len(xs)) or \
+                    min(sum(1 for n in nodes if leaf[n] == u) for u in ends) < MIN_NODES:
+                continue
+            found[ends] = UndecidedSwitches(key, ends, f, nodes, len(xs))
+        return list(found.values()) if len(found) == 1 else []
+
+    def _fine_apart(self, t: str, s: str) -> bool:
+        """Switch t's pairs inside it, and those leaving it for a switch
+        other than s, read fine (their median at or above the cut), or it
+        has none: every slow pair of t's leads to s."""
+        leaf, ratio, cut = self.leaf, self.ratio, self.cut
+        if len(self.members[t]) < MIN_NODES:
+            return False
+        inside = [ratio[x] for x in self.within[t]]
+        away = [ratio[x] for x in self.leaving[t] if s not in (leaf[x[0]], leaf[x[1]])]
+        return all(not vals or median(vals) >= cut for vals in (inside, away))
+
     def _candidate(self, s: str) -> tuple | None:
         """(-slow pairs explained, factor, switch, kind, pairs) or None."""
+        self.lone.pop(s, None)
+        self.near.pop(s, None)
         ns, cut, ratio = self.members[s], self.cut, self.ratio
         if len(ns) < MIN_NODES or len(ns) > self.half:
             return None
@@ -233,6 +319,8 @@ class _Search:
             f = median(touching)
             if self.clearly_below(f, len(touching)):
                 return (-sum(1 for r in touching if r < cut), f, s, "switch", within + leaving)
+            if f < cut:
+                self.near[s] = (f, len(touching))
         if len(out) >= MIN_NODES and (mid is None or mid >= cut):
             # Pairs leaving it are slow whichever switch they go to (two at
             # least): one slow neighbour switch would explain them otherwise.
@@ -243,8 +331,10 @@ class _Search:
             slow_out = [x for x in leaving if ratio[x] < cut]
             ends = {n for x in slow_out for n in x if leaf[n] == s}
             others = {leaf[n] for x in slow_out for n in x if leaf[n] != s}
-            if self.clearly_below(f, len(out)) and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES and len(others) >= 2:
-                return (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving)
+            if self.clearly_below(f, len(out)) and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES:
+                if len(others) >= 2:
+                    return (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving)
+                self.lone[s] = next(iter(others))
         return None
 
 

@@ -51,7 +51,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Iterable
 
 from ..records import split_key
-from .components import MIN_NODES, SwitchFinding, attribute
+from .components import MIN_NODES, SwitchFinding, UndecidedSwitches, attribute
 from .noise import one_sided_z
 from .pairs import PairGraph, link_values, top_level
 
@@ -358,6 +358,9 @@ class SwitchModel:
     bounded: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # key -> node -> partner -> slow switch factor
     behind_of: dict[str, dict[str, tuple[frozenset[str], float]]] = field(default_factory=dict)  # key -> node -> slow switches, factor
     paths: Paths | None = None
+    # Per key, the one pair of switches its slow pairs lead between
+    # (components.UndecidedSwitches: either one's uplinks, not yet told apart).
+    between: list[UndecidedSwitches] = field(default_factory=list)
 
 
 def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology | None", p: "Params",
@@ -386,7 +389,8 @@ def model_switches(by_key: dict[str, list["Measurement"]], topology: "Topology |
             continue
         whole = rail is None and bool(unit)
         by_key[key], found, graphs[key] = attribute(key, by_key[key],
-                                                    (unit if whole else topology.leaves(rail)).get, p)
+                                                    (unit if whole else topology.leaves(rail)).get, p,
+                                                    between=model.between)
         if whole:  # a unit found slow: one of its rail leaves, each named
             found = [replace(f, switch=s) for f in found for s in unit_leaves[f.switch]]
         findings += found
