@@ -1224,16 +1224,20 @@ def _first_verdicts(g: PairGraph, score: dict[str, float | None], convicted: set
 
 
 def _vouched_by_a_low_partner(g: PairGraph, n: str, line: float) -> bool:
-    """Is `n` (two pairs or more) below the line with every partner but one,
+    """Is `n` below the line with every partner but one,
     whose pair with it is at or above the line while that partner is below
     it with every other partner? Two slow nodes whose one pair read high
     (a student-t run 27% above its level) each passed on it: with a third
     of their evidence from each other, neither is vouched for, and a
     retest with new partners decides them (small fleets 5208: two nodes at
-    0.85 of a 64-node fleet, each below the line with its other partners)."""
+    0.85 of a 64-node fleet, each below the line with its other partners).
+    Only with two different partners or more below the line: one low pair
+    against one high one is as well explained by that low partner being
+    slow (three nodes, one slow: the other two are low only with it and
+    fine together; a preflight's three-node allocation)."""
     pairs = g.adj[n]
     high = [(q, v) for q, v in pairs if v >= line]
-    if len(pairs) < 2 or len(high) != 1:
+    if len(high) != 1 or len({q for q, v in pairs if v < line}) < 2:
         return False
     q = high[0][0]
     others = [w for r, w in g.adj[q] if r != n]
