@@ -995,6 +995,15 @@ def scenario(fam: Family, seed_base: int, seed: int) -> tuple[Fabric, bool, obje
     return fam.build(random.Random(f"{fam.name}:{seed}"), seed - seed_base)
 
 
+def replay(families: list[Family], name: str, seed_base: int, seed: int) -> tuple[Fabric, "RunResult"]:
+    """One scenario of the named family played as the bench plays it (its
+    fabric and run, every round from the run's own plan): what a test that
+    pins a bench seed replays."""
+    fam = next(f for f in families if f.name == name)
+    fabric, rails, setup = scenario(fam, seed_base, seed)
+    return fabric, play(fabric, seed, rails, setup)
+
+
 def load_average() -> str:
     try:
         return " ".join(f"{x:.1f}" for x in os.getloadavg())

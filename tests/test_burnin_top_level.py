@@ -29,9 +29,7 @@ from slurmqual.burnin.records import from_dicts  # noqa: E402
 
 @pytest.fixture(scope="module")
 def played():
-    fam = next(f for f in bench_burnin_sim.FAMILIES if f.name == "small fleets 10-15% 0.85")
-    fabric, rails, setup = runsim.scenario(fam, 5001, 5159)
-    return fabric, runsim.play(fabric, 5159, rails, setup)
+    return runsim.replay(bench_burnin_sim.FAMILIES, "small fleets 10-15% 0.85", 5001, 5159)
 
 
 def test_two_lucky_pairs_do_not_set_a_small_fleets_level(played):

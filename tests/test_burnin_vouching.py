@@ -26,9 +26,7 @@ from slurmqual.burnin.records import Params, from_dicts  # noqa: E402
 
 @pytest.fixture(scope="module")
 def played():
-    fam = next(f for f in bench_burnin_sim.FAMILIES if f.name == "small fleets 10-15% 0.85")
-    fabric, rails, setup = runsim.scenario(fam, 5001, 5208)
-    return fabric, runsim.play(fabric, 5208, rails, setup)
+    return runsim.replay(bench_burnin_sim.FAMILIES, "small fleets 10-15% 0.85", 5001, 5208)
 
 
 def test_two_slow_nodes_whose_one_pair_read_high_do_not_pass(played):
