@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 
 # The most values a run gives one link: the first round's and one per retest
 # round (a link within one value's margin is measured again, and slow twice
@@ -382,11 +383,8 @@ def low_pairs(nodes: dict[str, dict], values: dict[tuple[str, str, str], float],
         own = None if k is None else k.get("own", k.get("score"))
         if own is None or v["verdict"] != "retest":
             return own
-        rest = sorted(w for q, w in per.get((x, key), ()) if q != other)
-        if not rest:
-            return own
-        mid = len(rest) // 2
-        return max(own, rest[mid] if len(rest) % 2 else (rest[mid - 1] + rest[mid]) / 2)
+        rest = [w for q, w in per.get((x, key), ()) if q != other]
+        return max(own, median(rest)) if rest else own
 
     out: set[tuple[str, str]] = set()
     for (a, b, key), v in values.items():
