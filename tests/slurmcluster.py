@@ -222,6 +222,23 @@ class Cluster:
             return os.path.join(self.prefix or slurmbuild.prefix(self.version), "sbin", daemon)
         return f"/usr/sbin/{daemon}"
 
+    def set_sq_config(self, text: str) -> None:
+        """Replace the site config in one step (0644, as the hooks demand):
+        slurmd runs our healthcheck every few seconds, and a hook that read a
+        config truncated by a plain rewrite would judge an empty one, whose
+        defaults are the machine's /var/lib/slurmqual and root /."""
+        tmp = f"{self.sq_config}.new"
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, self.sq_config)
+
+    @property
+    def problem_state_dir(self) -> str:
+        """Where this cluster's hooks record a refused site config (its own,
+        never the machine's or a cached chroot's /var/lib/slurmqual)."""
+        return os.path.join(self.base, "problems", "state")
+
     def tool(self, name: str) -> str:
         """Path (as the daemons see it) of a Slurm client command."""
         if self.built:
@@ -285,12 +302,20 @@ class Cluster:
         # Hooks: wrappers that pin the site config and call the repo's executables,
         # since slurmd passes the hooks no PATH and an empty SLURM_CONF.
         hooks = {}
+        # A refused site config's record goes to the built-in /var defaults
+        # (slurmqual/configproblem.py): in a chroot those are the cached
+        # chroot's own, shared with later tests (a clean-node test once read a
+        # hostile test's record there). Each cluster keeps its own.
+        for d in ("problems/state", "problems/log"):
+            os.makedirs(os.path.join(self.base, d), mode=0o755, exist_ok=True)
+        problems = (f"SLURMQUAL_PROBLEM_STATE_DIR={self.problem_state_dir} "
+                    f"SLURMQUAL_PROBLEM_LOG_FILE={self.base}/problems/log/slurmqual.log ")
         for hook, rel in (("prolog", "prolog/slurmqual-prolog"), ("epilog", "epilog/slurmqual-epilog"),
                           ("healthcheck", "healthcheck/slurmqual-healthcheck")):
             path = os.path.join(self.bin, f"{hook}.sh")
             with open(path, "w") as fh:
                 fh.write(f"#!/bin/sh\nSLURMQUAL_CONFIG={self.sq_config} SLURMQUAL_PYTHON={self.python} "
-                         f"SLURMQUAL_CACHE_DIR={self.base}/cache exec {REPO}/{rel} \"$@\"\n")
+                         f"SLURMQUAL_CACHE_DIR={self.base}/cache {problems}exec {REPO}/{rel} \"$@\"\n")
             os.chmod(path, 0o755)
             hooks[hook] = path
         host = socket.gethostname().split(".")[0]

@@ -13,6 +13,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(REPO, "config", "slurmqual.toml")
 
 
+def example_config(tmp_path) -> str:
+    """The bundled example config with its state dir (counter history) in
+    tmp_path: its own names the machine's /var/lib/slurmqual."""
+    text = open(CONFIG).read()
+    assert 'state_dir = "/var/lib/slurmqual/state"' in text
+    path = tmp_path / "slurmqual.toml"
+    path.write_text(text.replace('state_dir = "/var/lib/slurmqual/state"', f'state_dir = "{tmp_path}/state"', 1))
+    return str(path)
+
+
 def run(*args, env=None):
     return subprocess.run([sys.executable, "-m", "slurmqual", *args], capture_output=True, text=True,
                           env=env, timeout=60)
@@ -22,7 +32,8 @@ def run(*args, env=None):
 def test_check_json_on_each_example(tmp_path, example):
     root = build(example, str(tmp_path / example))
     # slow level: the GPU faults need nvidia-smi and dcgmi (the tree's recorded outputs)
-    p = run("check", "--root", root, "--config", CONFIG, "--json", "--node", "gpu001", "--level", "slow",
+    p = run("check", "--root", root, "--config", example_config(tmp_path), "--json", "--node", "gpu001",
+            "--level", "slow",
             env=dict(os.environ, PATH=str(tmp_path / "no-tools"), SLURMQUAL_CACHE_DIR=str(tmp_path / "cache")))
     out = json.loads(p.stdout)
     assert set(out) == {"node", "status", "checks"} and out["node"] == "gpu001"
@@ -38,7 +49,7 @@ def test_check_json_on_each_example(tmp_path, example):
 
 def test_human_output_failures_first_no_colour_when_piped(tmp_path):
     root = build("dcqcn-off", str(tmp_path / "t"))
-    p = run("check", "--root", root, "--config", CONFIG)
+    p = run("check", "--root", root, "--config", example_config(tmp_path))
     lines = p.stdout.splitlines()
     assert lines[0].startswith("FAIL  dcqcn") and "\033[" not in p.stdout and p.returncode == 1
 

@@ -63,6 +63,13 @@ def test_refused_config_writes_nothing_and_drains_nothing(cluster):
         assert drained(cluster) == {}
         after = snapshot(cluster.state_dir) | snapshot_file(log_file)
         assert after == before  # no state, no spool, no line in the refused config's log_file
+        # ...but the refusal is recorded for `status`, in this cluster's own
+        # problem dir: never the machine's or a cached chroot's /var.
+        records = glob.glob(os.path.join(cluster.problem_state_dir, "config-problems", "*.json"))
+        assert records, "a refused config leaves a record where the hooks were pointed"
+        for path in records:
+            with open(path) as fh:
+                assert "writable by group/others" in json.load(fh)["problem"], path
     finally:
         os.chmod(cluster.sq_config, 0o644)
     try:  # the control: with the config accepted again, the same break drains n2

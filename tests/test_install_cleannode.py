@@ -205,6 +205,10 @@ def test_wheel_on_a_clean_trixie_node_drains_and_resumes_through_slurmd(clean_no
     # No checkout in reach (the cached chroot may hold an empty mount point at its path).
     assert node.sh(f"ls -A {REPO} 2>/dev/null | wc -l").stdout.strip() == "0"
     assert node.sh("find / -xdev -name pyproject.toml -path '*slurmqual*' 2>/dev/null | wc -l").stdout.strip() == "0"
+    # The cached chroot is shared with the 24.11 cluster tests, whose hooks run
+    # inside it: a node slurmqual never touched has none of its directories
+    # (a refused config's record there once showed up in `install --check`).
+    node.sh("rm -rf /etc/slurmqual /var/lib/slurmqual /var/log/slurmqual /var/cache/slurmqual")
 
     pyver = node.sh("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'").stdout.strip()
     wheel = _wheels(os.path.join(node.inbox, "wheels"), pyver)

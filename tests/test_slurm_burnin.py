@@ -193,12 +193,10 @@ def test_all_reduce_and_alltoall_keep_separate_verdicts_and_baselines(cluster):
     with open(cluster.sq_config) as fh:
         text = fh.read()
     try:
-        with open(cluster.sq_config, "w") as fh:
-            fh.write(text.replace("[burnin]\n", '[burnin]\ntests = ["all_reduce_perf", "alltoall_perf"]\n', 1))
+        cluster.set_sq_config(text.replace("[burnin]\n", '[burnin]\ntests = ["all_reduce_perf", "alltoall_perf"]\n', 1))
         a = burnin(cluster, model)
     finally:
-        with open(cluster.sq_config, "w") as fh:
-            fh.write(text)
+        cluster.set_sq_config(text)
     med = a["median"]
     assert "alltoall:pair" in med, (a["problems"], a["keys"])
     assert med["all_reduce:pair"] == pytest.approx(400 * 8 / (8 + 1 / 128), rel=0.05)

@@ -90,10 +90,9 @@ def cluster():
     os.chmod(fabric_map, 0o644)
     with open(c.sq_config) as fh:
         text = fh.read()
-    with open(c.sq_config, "w") as fh:
-        fh.write(text.replace("[burnin]\n", f"[burnin]\nrails = {json.dumps(RAILS)}\nperftest_dir = \"{tools}\"\n"
-                              f"rail_duration_s = 1\nrail_server_wait_s = 0.5\ntopology = \"{fabric_map}\"\n"
-                              "group_size = 8\n", 1))
+    c.set_sq_config(text.replace("[burnin]\n", f"[burnin]\nrails = {json.dumps(RAILS)}\nperftest_dir = \"{tools}\"\n"
+                                 f"rail_duration_s = 1\nrail_server_wait_s = 0.5\ntopology = \"{fabric_map}\"\n"
+                                 "group_size = 8\n", 1))
     yield c
     stop_cluster(c)
 

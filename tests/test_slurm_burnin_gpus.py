@@ -29,9 +29,8 @@ def cluster():
         shutil.copy(os.path.join(REPO, "tests", "fakebin", "gpu_tool"), os.path.join(tools, t))
     with open(c.sq_config) as fh:
         text = fh.read()
-    with open(c.sq_config, "w") as fh:
-        fh.write(text.replace("[burnin]\n", '[burnin]\ngpu_tests = ["gpu_burn", "dcgmproftester", "nvbandwidth"]\n'
-                              f'gpu_tools_dir = "{tools}"\ngpu_test_s = 5\n', 1))
+    c.set_sq_config(text.replace("[burnin]\n", '[burnin]\ngpu_tests = ["gpu_burn", "dcgmproftester", "nvbandwidth"]\n'
+                                 f'gpu_tools_dir = "{tools}"\ngpu_test_s = 5\n', 1))
     yield c
     stop_cluster(c)
 

@@ -46,10 +46,9 @@ def cluster():
     shutil.copy(os.path.join(REPO, "tests", "fakebin", "gpu_tool"), os.path.join(tools, "gpu_burn"))
     with open(c.sq_config) as fh:
         text = fh.read()
-    with open(c.sq_config, "w") as fh:
-        fh.write(text.replace("[burnin]\n", f"[burnin]\nrails = {json.dumps(RAILS)}\nperftest_dir = \"{tools}\"\n"
-                              f"rail_server_wait_s = 0.5\ngpu_tests = [\"gpu_burn\"]\ngpu_tools_dir = \"{tools}\"\n", 1)
-                 + "\n[preflight]\nrail_duration_s = 1\n")
+    c.set_sq_config(text.replace("[burnin]\n", f"[burnin]\nrails = {json.dumps(RAILS)}\nperftest_dir = \"{tools}\"\n"
+                                 f"rail_server_wait_s = 0.5\ngpu_tests = [\"gpu_burn\"]\ngpu_tools_dir = \"{tools}\"\n", 1)
+                    + "\n[preflight]\nrail_duration_s = 1\n")
     # What a user has on PATH in the job: slurmqual, and the stand-in workloads.
     bin_dir = os.path.join(c.base, "userbin")
     os.makedirs(bin_dir)

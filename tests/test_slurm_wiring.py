@@ -122,9 +122,7 @@ def _pin(cluster, driver: str | None) -> None:
     text = open(cluster.sq_config).read().split("\n# test pin\n")[0]
     if driver:
         text += f'\n# test pin\n[checks.versions]\ndriver = "{driver}"\n'
-    with open(cluster.sq_config, "w") as fh:
-        fh.write(text)
-    os.chmod(cluster.sq_config, 0o644)
+    cluster.set_sq_config(text)
 
 
 def test_bad_pin_on_every_node_drains_at_most_the_guard_limit(cluster):
