@@ -23,6 +23,14 @@ def example_config(tmp_path) -> str:
     return str(path)
 
 
+def defaults_config(tmp_path) -> str:
+    """The built-in defaults but for the state dir: a run with no config at
+    all keeps counter history in /var/lib/slurmqual/state (by design)."""
+    path = tmp_path / "defaults.toml"
+    path.write_text(f'[hooks]\nstate_dir = "{tmp_path}/state"\n')
+    return str(path)
+
+
 def run(*args, env=None):
     return subprocess.run([sys.executable, "-m", "slurmqual", *args], capture_output=True, text=True,
                           env=env, timeout=60)
@@ -66,25 +74,26 @@ def test_bad_usage_and_bad_config_exit_2(tmp_path):
 
 def test_only_and_level(tmp_path):
     root = build("h100-ib-healthy", str(tmp_path / "t"))
-    out = json.loads(run("check", "--root", root, "--only", "dcqcn,peermem", "--json").stdout)
+    cfg = defaults_config(tmp_path)
+    out = json.loads(run("check", "--root", root, "--config", cfg, "--only", "dcqcn,peermem", "--json").stdout)
     assert [c["name"] for c in out["checks"]] == ["peermem", "dcqcn"]
     assert out["checks"][1]["status"] == "na"
-    fast = json.loads(run("check", "--root", root, "--json").stdout)
+    fast = json.loads(run("check", "--root", root, "--config", cfg, "--json").stdout)
     assert "versions" not in [c["name"] for c in fast["checks"]]
-    std = json.loads(run("check", "--root", root, "--json", "--level", "standard").stdout)
+    std = json.loads(run("check", "--root", root, "--config", cfg, "--json", "--level", "standard").stdout)
     assert "versions" in [c["name"] for c in std["checks"]]
 
 
 def test_warn_exits_0_and_error_exits_2_with_other_checks_still_run(tmp_path):
     root = build("pcie-degraded", str(tmp_path / "t"))
     warn = tmp_path / "warn.toml"
-    warn.write_text("[checks.pcie_link]\non_degraded = 'warn'\n")
+    warn.write_text(f"[checks.pcie_link]\non_degraded = 'warn'\n[hooks]\nstate_dir = '{tmp_path}/state'\n")
     p = run("check", "--root", root, "--config", str(warn), "--json")
     out = json.loads(p.stdout)
     assert out["status"] == "warn" and p.returncode == 0
     root = build("h100-roce-healthy", str(tmp_path / "e"))
     os.unlink(os.path.realpath(f"{root}/sys/class/infiniband/mlx5_2/ports/1/rate"))
-    p = run("check", "--root", root, "--json")
+    p = run("check", "--root", root, "--config", defaults_config(tmp_path), "--json")
     out = json.loads(p.stdout)
     by = {c["name"]: c for c in out["checks"]}
     assert out["status"] == "error" and p.returncode == 2
