@@ -130,6 +130,13 @@ class Fabric:
     # die before writing a result (at least `dead_tasks`).
     rail_subset: list[str] | None = None
     dead_share: float = 0.0
+    # GEN4's held-out families: `nccl_tests`, burnin.tests (a real run may
+    # list alltoall_perf beside all_reduce_perf: each test its own key, its
+    # own draws, the same path model, its level TEST_LEVEL of all_reduce's);
+    # `conf_pods`: topology.conf groups its unit switches under pod switches
+    # of that many (a three-level fat-tree as sites write it; 0: one spine).
+    nccl_tests: tuple[str, ...] = ("all_reduce_perf",)
+    conf_pods: int = 0
 
     def end(self, x: str, r: str) -> float:
         """One end of a rail path: the NIC, or the node's network side."""
@@ -201,17 +208,31 @@ class Fabric:
             for x in self.nodes:
                 sus.setdefault(self.su[x], []).append(x)
             lines = [f"SwitchName=su{k} Nodes={','.join(xs)}" for k, xs in sorted(sus.items())]
-            lines.append(f"SwitchName=spine Switches={','.join(f'su{k}' for k in sorted(sus))}")
+            if self.conf_pods:
+                pods: dict[int, list[str]] = {}
+                for k in sorted(sus):
+                    pods.setdefault(k // self.conf_pods, []).append(f"su{k}")
+                lines += [f"SwitchName=pod{p} Switches={','.join(ks)}" for p, ks in sorted(pods.items())]
+                lines.append(f"SwitchName=spine Switches={','.join(f'pod{p}' for p in sorted(pods))}")
+            else:
+                lines.append(f"SwitchName=spine Switches={','.join(f'su{k}' for k in sorted(sus))}")
             return "topology.conf", "\n".join(lines) + "\n"
         return None
 
     def named_as(self, leaf: str) -> str | None:
         """The name the run's topology gives the switch `leaf` (None: it has none)."""
-        if self.topo_kind == "map":
-            return leaf
+        if self.topo_kind == "map":  # a leaf the map has no row for (every node under it unmapped) has none
+            return leaf if not self.unmapped or leaf in self._mapped_switches() else None
         if self.topo_kind == "conf":
             return leaf.split("-", 1)[0]
         return None
+
+    def _mapped_switches(self) -> set[str]:
+        """The switches the map has rows for (kept while the map's inputs stay as they were)."""
+        key = (len(self.nodes), len(self.unmapped), len(self.stale))
+        if getattr(self, "_mapped", (None,))[0] != key:
+            self._mapped = (key, {sw for _x, _r, sw, _p in self.map_rows()})
+        return self._mapped[1]
 
     def map_rows(self) -> list[tuple[str, str, str, str]]:
         """The fabric map as `slurmqual fabric map` writes it: (node, rail, switch, port)."""
@@ -275,6 +296,8 @@ def site_config(run_dir: str, fabric: Fabric, map_path: str, rails: bool, seed: 
              max_retest_rounds=MAX_RETEST_ROUNDS)
     if not fabric.whole_node:
         b.update(tests=[])
+    elif fabric.nccl_tests != Fabric.nccl_tests:
+        b.update(tests=list(fabric.nccl_tests))
     if fabric.gpus:
         # The fleet's run-to-run GPU noise known from its last burn-in
         # (burnin.gpu_runs = "auto"): the first round's runs per tool as
@@ -414,6 +437,13 @@ def measure_task(fabric: Fabric, cfg: dict, run_dir: str, task_id: str, rng: ran
                                   "measurements": out, "versions": {}})
 
 
+# A test's bus bandwidth over all_reduce's on the same path (2 x 8 GPUs,
+# 8 GiB): alltoall moves every GPU's share to every other GPU, its busbw
+# about half all_reduce's; the same parts gate it (the slowest rail, the
+# GPU side).
+TEST_LEVEL = {"all_reduce": 1.0, "alltoall": 0.5, "all_gather": 0.95, "reduce_scatter": 0.95, "sendrecv": 0.6}
+
+
 def task_lines(fabric: Fabric, cfg: dict, task_id: str, nodes: list[str], pair_rounds, rng: random.Random) -> list[dict]:
     """One task's measurement lines, in task.run_task's order and fields."""
     stage = rundir.stage_of(task_id)
@@ -425,15 +455,18 @@ def task_lines(fabric: Fabric, cfg: dict, task_id: str, nodes: list[str], pair_r
             d.update(ok=False, busbw=None, error="exit code 1")
         return dict(d, retest=stage) if stage else d
 
-    for x in nodes if cfg["tests"] else ():
-        v = fabric.base_intra * fabric.gpu.get(x, 1.0) * fabric.spread.get(x, 1.0) * fabric.draw(rng, (x,))
-        out.append(line({"nodes": [x], "busbw": round(v, 2), "size": PAIR_SIZE, "test": "all_reduce", "ok": True,
-                         "task": tnum, "round": None}))
-    for r, pairs in enumerate(pair_rounds if cfg["tests"] else ()):
-        for a, b in pairs:
-            v = fabric.base_pair * fabric.pair_factor(a, b) * fabric.draw(rng, (a, b))
-            out.append(line({"nodes": [a, b], "busbw": round(v, 2), "size": PAIR_SIZE, "test": "all_reduce",
-                             "ok": True, "task": tnum, "round": r}))
+    for test in cfg["tests"]:  # each test its intra runs, then its pair rounds (task.run_task's order)
+        name, level = test.removesuffix("_perf"), TEST_LEVEL[test.removesuffix("_perf")]
+        for x in nodes:
+            v = fabric.base_intra * level * fabric.gpu.get(x, 1.0) * fabric.spread.get(x, 1.0) * \
+                fabric.draw(rng, (x,))
+            out.append(line({"nodes": [x], "busbw": round(v, 2), "size": PAIR_SIZE, "test": name, "ok": True,
+                             "task": tnum, "round": None}))
+        for r, pairs in enumerate(pair_rounds):
+            for a, b in pairs:
+                v = fabric.base_pair * level * fabric.pair_factor(a, b) * fabric.draw(rng, (a, b))
+                out.append(line({"nodes": [a, b], "busbw": round(v, 2), "size": PAIR_SIZE, "test": name,
+                                 "ok": True, "task": tnum, "round": r}))
     if cfg["rails"]:
         for r, pairs in enumerate(pair_rounds):
             for a, b in pairs:
@@ -773,8 +806,8 @@ def truth(fabric: Fabric, first: list[dict]) -> Truth:
     slow_any = set(fabric.nodes) - healthy
     # A spine plane, or a slow switch the run has no topology to know of,
     # slows many nodes' paths at once: the guard may hold the run.
-    unseen = fabric.spine or (fabric.topo_kind == "none" and
-                              any(f < 1.0 for f in (*fabric.switch.values(), *fabric.uplinks.values())))
+    unseen = fabric.spine or any(f < 1.0 and fabric.named_as(sw) is None
+                                 for sw, f in (*fabric.switch.items(), *fabric.uplinks.items()))
     guard = True if len(must_fail) > cap else False if len(slow_any) <= cap and not unseen else None
     clean = not (set(fabric.nodes) - healthy) and not fabric.switch and not fabric.route and not fabric.spine \
         and not fabric.uplinks

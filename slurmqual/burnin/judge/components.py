@@ -334,7 +334,8 @@ class _Search:
             if self.clearly_below(f, len(out)) and len(slow_out) >= MOST * len(out) and len(ends) >= MIN_NODES:
                 if len(others) >= 2:
                     return (-len(slow_out), f, s, "uplinks" if inside else "switch", leaving)
-                self.lone[s] = next(iter(others))
+                if None not in others:  # nodes the topology does not place are no switch to retest against
+                    self.lone[s] = next(iter(others))
         return None
 
 
