@@ -136,3 +136,39 @@ def test_whole_node_tests_only_with_adaptive_routing_do_not_hold_a_nic_at_0_8_to
     assert "gpu00002" in runsim.truth(f, first_round(f)).never_pass   # its rail key shows it
     f.combine = "min"
     assert "gpu00002" in runsim.truth(f, whole_node_round(f)).never_pass
+
+
+def test_a_leaf_the_map_has_no_row_for_is_not_asked_for_and_may_trip_the_guard():
+    # The map omits unit 1 (gpu00004-7): its slow rail-0 leaf is in no row, the run cannot name it.
+    f = runsim.rail_fabric(8, 2, 4)
+    f.switch["su1-rail0"] = 0.75
+    assert runsim.truth(f, first_round(f)).must_switch == {"su1-rail0"}
+    f.unmapped = {"gpu00004", "gpu00005", "gpu00006", "gpu00007"}
+    assert "su1-rail0" not in f.topology_text()[1]
+    t = runsim.truth(f, first_round(f))
+    assert t.must_switch == set() and "su1-rail0" not in t.slow_switches and t.guard is None
+    f.unmapped = {"gpu00004"}                 # one node unmapped: the leaf is still in the map
+    assert runsim.truth(f, first_round(f)).must_switch == {"su1-rail0"}
+
+
+def test_a_topology_conf_with_pods_is_a_three_level_tree_the_run_reads():
+    f = runsim.rail_fabric(16, 2, 2)           # 8 units of 2 nodes
+    f.topo_kind, f.conf_pods = "conf", 4
+    name, text = f.topology_text()
+    topo = runsim.topology.parse(text, name)
+    assert topo.node_switch["gpu00013"] == "su6" and topo.parent["su6"] == "pod1" and topo.parent["pod1"] == "spine"
+    assert topo.parent["su3"] == "pod0"
+
+
+def test_burnin_tests_with_alltoall_give_each_test_its_lines_at_its_level():
+    f = runsim.rail_fabric(4, 2, 2)
+    cfg = {"tests": ["all_reduce_perf", "alltoall_perf"], "rails": []}
+    rounds = [[("gpu00000", "gpu00001"), ("gpu00002", "gpu00003")]]
+    lines = runsim.task_lines(f, cfg, "0", f.nodes, rounds, runsim.random.Random(1))
+    tests = [(m["test"], len(m["nodes"])) for m in lines]
+    assert tests == [("all_reduce", 1)] * 4 + [("all_reduce", 2)] * 2 + [("alltoall", 1)] * 4 + [("alltoall", 2)] * 2
+    a2a = [m["busbw"] for m in lines if m["test"] == "alltoall" and len(m["nodes"]) == 2]
+    assert all(0.4 * f.base_pair < v < 0.6 * f.base_pair for v in a2a)
+    # one test: the lines (and draws) of a run that lists all_reduce only, as before alltoall existed
+    one = runsim.task_lines(f, {"tests": ["all_reduce_perf"], "rails": []}, "0", f.nodes, rounds, runsim.random.Random(1))
+    assert one == lines[:6]
