@@ -73,7 +73,13 @@ noise 5% with a leaf; a leaf at 0.85 under 5% pair noise; host names that do
 not follow the racks (the map says); a leaf while 20% of the tasks die; a leaf
 that is also the leaf of bad NICs' nodes; a leaf on a rail burnin.rails does
 not list (runsim `Fabric.rail_subset`); docs/BENCHMARKS.md "Held-out families,
-session 6".
+session 6". Session 7 adds (HELDOUT_GEN4, named "H4 ...", `--family "H4 "`):
+every rail's spine plane slow; every leaf of one unit with slow uplinks; a
+fat-tree given as a three-level topology.conf with whole-node tests only;
+a map that omits a whole unit; alltoall + all_reduce + per-rail + GPU keys
+in one run; a leaf at exactly 0.90 and at 0.93; 16 nodes x 2 rails with a
+leaf; every leaf of one unit slow; docs/BENCHMARKS.md "Held-out families,
+session 7".
 """
 
 from __future__ import annotations
