@@ -29,7 +29,7 @@ CFG = "[fabric]\nnics = 8\n[node]\ngpus = 8\n"
 def node(tmp_path):
     root = build("h100-roce-healthy", str(tmp_path / "tree"))
     cfg = tmp_path / "sq.toml"
-    cfg.write_text(CFG)
+    cfg.write_text(CFG + f'[hooks]\nstate_dir = "{tmp_path}/state"\n')  # counter history, not /var
     return root, load(str(cfg), use_cache=False)
 
 

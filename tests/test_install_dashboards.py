@@ -35,7 +35,7 @@ def node_results(tmp_path, example: str):
     tree = build(example, str(tmp_path / "trees" / example))
     cfg = tmp_path / "sq.toml"
     if not cfg.exists():
-        cfg.write_text("[node]\ngpus = 8\n[fabric]\nnics = 8\n")
+        cfg.write_text(f'[node]\ngpus = 8\n[fabric]\nnics = 8\n[hooks]\nstate_dir = "{tmp_path}/state"\n')
     return evaluate(tree, load(str(cfg), use_cache=False), "fast", None)
 
 
