@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import time
 
 import pytest
 
@@ -86,6 +87,7 @@ import sys  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 import chroot  # noqa: E402
+import leakcheck  # noqa: E402
 import slurmbuild  # noqa: E402
 import slurmcluster  # noqa: E402
 
@@ -330,3 +332,30 @@ def pyslurm_installed() -> str:
         return slurmbuild.install_pyslurm(sys.executable, "25.11")
     except slurmbuild.SlurmBuildUnavailable as exc:
         pytest.skip(f"pyslurm unavailable: {exc}")
+
+
+# -- nothing the suite runs writes where a real install keeps its data --------------------------
+# The machine's /var/lib/slurmqual and /var/log/slurmqual, and those inside the
+# cached Debian chroots, belong to a real install: a test that wrote there once
+# leaked a refused-config record from one test into another's `install --check`.
+# Every file there newer than the session's start fails the run, named.
+_SESSION_START = [0.0]
+
+
+def pytest_sessionstart(session):
+    _SESSION_START[0] = time.time() - 1
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # xdist workers: the controller checks once
+        return
+    leaked = leakcheck.written_since(_SESSION_START[0], leakcheck.install_dirs(chroot.cache_dir()))
+    if leaked:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "tests wrote into a real install's directories (isolate them):\n  " + "\n  ".join(leaked[:20])
+        if tr:
+            tr.ensure_newline()
+            tr.write_line(text, red=True)
+        else:
+            print(text)
+        session.exitstatus = 1
