@@ -89,7 +89,11 @@ def clean_noise(ratios: list[float], floor: float) -> float:
     if len(ratios) < 8:
         return few
     s0 = upper_mad * mid
-    keep = [r for r in ratios if r >= mid - 3 * s0]
+    # Values more than 3 robust sds above the median are left out too: a
+    # pair far above the bulk is a timing artefact (bandwidth has a ceiling:
+    # noise.high_bounded), and one at 2.2x the level took a 64-node
+    # student-t rail's sd past its MAD's wide bound (0.185 for a true 0.08).
+    keep = [r for r in ratios if mid - 3 * s0 <= r <= mid + 3 * s0]
     if len(keep) < 8:
         return few
     mean = sum(keep) / len(keep)
