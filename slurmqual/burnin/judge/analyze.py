@@ -351,8 +351,7 @@ def _most_below_on_a_key(nodes: dict[str, dict], between: dict[str, set[str]] | 
 
 
 def _between_switches(pairs: list, nodes: dict[str, dict], tests: list[str], parts: dict[str, tuple],
-                      rounds: RoundState | None, problems: list[str],
-                      results: dict[str, KeyResult] | None = None, paths=None) -> dict[str, set[str]]:
+                      rounds: RoundState | None, problems: list[str]) -> dict[str, set[str]]:
     """node -> the keys on which its `retest` is explained by a pair of
     switches whose pairs between them are slow, each one's other pairs fine
     (components.UndecidedSwitches: one of them has slow uplinks, the path between
@@ -370,8 +369,6 @@ def _between_switches(pairs: list, nodes: dict[str, dict], tests: list[str], par
     uplinks were slow, runsim "H leaf uplinks slow" 7011). Not in the last
     round (no round is left to tell: as before, the guard may hold the run;
     a switch still at the line there: _at_a_switch_at_the_line)."""
-    if pairs and rounds is not None and rounds.last and results is not None:
-        _at_a_switch_at_the_line(pairs, nodes, tests, parts, results, problems, paths)
     if not pairs or (rounds is not None and rounds.last):
         return {}
     out: dict[str, set[str]] = {}
@@ -566,7 +563,9 @@ def _analyze(measurements: list[Measurement], scope: list[str] | None, params: P
     results, medians = _judge_keys(run.by_key, p, fleet_level, trusted, model, pools)
     nodes, parts = _judge_nodes(run, results, model, p, problems)
     _recheck_whole_node_only(nodes, run.tests, parts, rounds)
-    between = _between_switches(model.between, nodes, run.tests, parts, rounds, problems, results, model.paths)
+    if rounds is not None and rounds.last:
+        _at_a_switch_at_the_line(model.between, nodes, run.tests, parts, results, problems, model.paths)
+    between = _between_switches(model.between, nodes, run.tests, parts, rounds, problems)
     held = _decide_retests(nodes, results, run.tests, parts, p, rounds, problems, between)
     gpu_keys = _merge_gpus(nodes, run.measurements, run.gpu_ms, p, fleet_level, bool(run.tests), medians, problems)
     links, clear, again = _links_of(results, run.by_key, p)
