@@ -19,15 +19,20 @@ SQ=.venv/bin/slurmqual
 
 work=$(mktemp -d /tmp/slurmqual-demo.XXXXXX)
 export SLURMQUAL_CACHE_DIR="$work/cache"
+# The example config as shipped, but its state dir (the checks' counter
+# history) under $work: a demo never writes where a real install keeps its data.
+CONF="$work/slurmqual.toml"
+sed "s|^state_dir = \"/var/lib/slurmqual/state\"|state_dir = \"$work/state\"|" config/slurmqual.toml > "$CONF"
+grep -q "^state_dir = \"$work/state\"" "$CONF" || { echo "config/slurmqual.toml: no state_dir line to point at $work" >&2; exit 1; }
 for example in h100-roce-healthy no-peermem dcqcn-off; do
     "$SQ" examples create "$example" "$work/$example" >/dev/null
     echo
     echo "=== slurmqual check --root $work/$example   ($example)"
-    "$SQ" check --root "$work/$example" --config config/slurmqual.toml --node "$example" || true
+    "$SQ" check --root "$work/$example" --config "$CONF" --node "$example" || true
 done
 echo
 echo "=== the same failing node as JSON (what the hooks record)"
-"$SQ" check --root "$work/no-peermem" --config config/slurmqual.toml --node no-peermem --json || true
+"$SQ" check --root "$work/no-peermem" --config "$CONF" --node no-peermem --json || true
 echo
 echo "Example trees are in $work; 'slurmqual examples list' shows all of them."
 echo
